@@ -1,0 +1,76 @@
+"""The ``mgmatch`` command line (spec §4).
+
+Commands live in small modules under ``mgmatch.app.commands``; each registers itself on one of
+the Typer apps below. Bad input anywhere ends with exit 2 and one line on stderr.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+import sys
+from typing import Any, NoReturn
+
+import click
+import typer
+
+from mgmatch.core.errors import InvalidInput
+
+cli = typer.Typer(
+    name="mgmatch",
+    help="Real-time matchmaking that maximizes predicted engagement under hard rules.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+simulate_app = typer.Typer(help="Simulations that reproduce the source papers' experiments.", no_args_is_help=True)
+bench_app = typer.Typer(help="Benchmarks (speed and quality); results as Markdown/JSON.", no_args_is_help=True)
+cli.add_typer(simulate_app, name="simulate")
+cli.add_typer(bench_app, name="bench")
+
+
+class UsageFailure(Exception):
+    """Raised by commands for bad input: printed as one line, exit 2."""
+
+
+def fail(message: str) -> NoReturn:
+    raise UsageFailure(message)
+
+
+def emit(obj: Any) -> None:
+    """Print one JSON document on stdout."""
+    sys.stdout.write(json.dumps(obj, allow_nan=False) + "\n")
+    sys.stdout.flush()
+
+
+def _load_commands() -> None:
+    from . import commands
+
+    for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        importlib.import_module(f"{commands.__name__}.{mod.name}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    _load_commands()
+    command = typer.main.get_command(cli)
+    try:
+        rv = command.main(args=argv, prog_name="mgmatch", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as err:  # pragma: no cover - prints help
+        click.echo(err.ctx.get_help() if err.ctx else str(err))
+        sys.exit(2)
+    except click.UsageError as err:
+        sys.stderr.write(f"mgmatch: {err.format_message().splitlines()[0]}\n")
+        sys.exit(2)
+    except (InvalidInput, UsageFailure) as err:
+        sys.stderr.write(f"mgmatch: {str(err).splitlines()[0]}\n")
+        sys.exit(2)
+    except click.exceptions.Exit as err:
+        sys.exit(err.exit_code)
+    except click.exceptions.Abort:
+        sys.stderr.write("mgmatch: aborted\n")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        sys.stderr.write("mgmatch: interrupted\n")
+        sys.exit(130)
+    sys.exit(rv if isinstance(rv, int) else 0)

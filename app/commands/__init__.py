@@ -1,0 +1,1 @@
+"""CLI command modules; each registers itself on mgmatch.app.cli."""

@@ -1,0 +1,238 @@
+"""The one feasibility checker, independent of any solver and of the compiler.
+
+It reads the rules' meaning straight from the spec and evaluates them on assignments, one or a
+whole batch at once (vectorized in numpy), so exhaustive search, local search and the tests all
+use the same judge. An assignment is ``team_of``: the team index per player, −1 for the bench.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+
+from .compiler import parties
+from .instance import Instance
+from .rules import (
+    All,
+    AnyOf,
+    AvoidRule,
+    Cond,
+    IfRule,
+    IncludeRule,
+    LinearExpr,
+    LinearRule,
+    Lit,
+    MaxPingRule,
+    Not,
+    PartyTogetherRule,
+    RoleMaxRule,
+    RoleMinRule,
+    RolesRule,
+    SkillBalanceRule,
+    SkillSpreadRule,
+)
+
+TOL = 1e-6
+
+
+def _tol(rhs: float) -> float:
+    return TOL * max(1.0, abs(rhs))
+
+
+@dataclass
+class Checker:
+    """Precomputes per-instance arrays; then checks assignments quickly."""
+
+    inst: Instance
+
+    def __post_init__(self) -> None:
+        inst = self.inst
+        self.N, self.D = inst.n, inst.teams
+        self.sizes = np.asarray(inst.sizes)
+        self.skill = inst.skills()
+        self.parties = parties(inst)
+        regions = sorted({r for p in inst.players for r in (p.pings or {})})
+        self.regions = regions
+        self.ping = np.asarray([[(p.pings or {}).get(r, np.inf) for r in regions] for p in inst.players]).reshape(self.N, len(regions))
+        ping_rules = [r.max_ms for r in inst.rules if isinstance(r, MaxPingRule)]
+        self.max_ping = min(ping_rules) if ping_rules else None
+
+    # ------------------------------------------------------------------ batch
+
+    def rule_masks(self, team_of: np.ndarray) -> np.ndarray:
+        """Per-rule satisfaction for a batch.
+
+        Shapes: team_of [B, N] → bool [R + 1, B]; row 0 is the team-formation constraints
+        (every team has its size), row k+1 is ``rules[k]``.
+        """
+        T = np.asarray(team_of)
+        out = np.empty((len(self.inst.rules) + 1, T.shape[0]), dtype=bool)
+        counts = np.stack([(T == j).sum(1) for j in range(self.D)], axis=1)
+        out[0] = (counts == self.sizes).all(1) & (T < self.D).all(1) & (T >= -1).all(1)
+        for k, rule in enumerate(self.inst.rules):
+            out[k + 1] = self._rule(rule, T)
+        return out
+
+    def feasible(self, team_of: np.ndarray) -> np.ndarray:
+        """bool [B]: which assignments of the batch satisfy everything."""
+        return self.rule_masks(team_of).all(0)
+
+    # ------------------------------------------------------------------ single
+
+    def violations(self, team_of: np.ndarray) -> list[str]:
+        """Readable violations of one assignment [N]; empty when feasible."""
+        t = np.asarray(team_of).reshape(1, -1)
+        masks = self.rule_masks(t)[:, 0]
+        out = []
+        if not masks[0]:
+            counts = [int((t[0] == j).sum()) for j in range(self.D)]
+            out.append(f"team sizes are {counts}, required {list(self.inst.sizes)}")
+        for k, rule in enumerate(self.inst.rules):
+            if not masks[k + 1]:
+                out.append(f"rules[{k}] ({rule.kind}): {self._explain(rule, t[0])}")
+        return out
+
+    def region(self, team_of: np.ndarray) -> str | None:
+        """The host region of a feasible assignment under the max_ping rules (None without them).
+
+        Among the regions every selected player reaches within the limit, the one with the
+        lowest worst ping, then lowest mean ping, then name.
+        """
+        if self.max_ping is None:
+            return None
+        sel = np.asarray(team_of) >= 0
+        p = self.ping[sel]
+        best = None
+        for r, name in enumerate(self.regions):
+            col = p[:, r]
+            if np.all(col <= self.max_ping + _tol(self.max_ping)):
+                key = (float(col.max()), float(col.mean()), name)
+                if best is None or key < best:
+                    best = key
+        return None if best is None else best[2]
+
+    # ------------------------------------------------------------------ rules
+
+    def _linear(self, e: LinearExpr, T: np.ndarray) -> np.ndarray:
+        act = np.zeros(T.shape[0])
+        for term in e.terms:
+            act += term.coef * (T[:, self.inst.index[term.player]] == term.team)
+        t = _tol(e.rhs)
+        if e.sense == "<=":
+            return act <= e.rhs + t
+        if e.sense == ">=":
+            return act >= e.rhs - t
+        return np.abs(act - e.rhs) <= t
+
+    def _cond(self, c: Cond, T: np.ndarray) -> np.ndarray:
+        if isinstance(c, Lit):
+            return T[:, self.inst.index[c.player]] == c.team
+        if isinstance(c, Not):
+            return ~self._cond(c.arg, T)
+        vals = [self._cond(a, T) for a in c.args]
+        if isinstance(c, All):
+            return np.logical_and.reduce(vals)
+        assert isinstance(c, AnyOf)
+        return np.logical_or.reduce(vals)
+
+    def _accepts(self, role: str) -> np.ndarray:
+        return np.asarray([role in (p.roles or ()) for p in self.inst.players])
+
+    def _rule(self, rule, T: np.ndarray) -> np.ndarray:
+        sel = T >= 0
+        if isinstance(rule, LinearRule):
+            return self._linear(rule.expr, T)
+        if isinstance(rule, IfRule):
+            return ~self._cond(rule.when, T) | self._linear(rule.then, T)
+        if isinstance(rule, RolesRule):
+            roles = [r for r, c in rule.slots.items() if c > 0]
+            acc = np.stack([self._accepts(r) for r in roles], axis=1)  # [N, R]
+            ok = np.ones(T.shape[0], dtype=bool)
+            # Hall's condition: a team whose size equals the slot total can fill every slot iff
+            # every set S of roles has at least Σ_{r∈S} count_r members accepting a role of S.
+            for j in range(self.D):
+                member = T == j
+                for size in range(1, len(roles) + 1):
+                    for S in combinations(range(len(roles)), size):
+                        need = sum(rule.slots[roles[s]] for s in S)
+                        can = acc[:, list(S)].any(1)
+                        ok &= (member & can).sum(1) >= need
+                # members accepting none of the slot roles can fill nothing
+                ok &= ~(member & ~acc.any(1)).any(1)
+            return ok
+        if isinstance(rule, RoleMinRule):
+            acc = self._accepts(rule.role)
+            return np.all([((T == j) & acc).sum(1) >= rule.min for j in range(self.D)], axis=0)
+        if isinstance(rule, RoleMaxRule):
+            acc = self._accepts(rule.role)
+            return np.all([((T == j) & acc).sum(1) <= rule.max for j in range(self.D)], axis=0)
+        if isinstance(rule, SkillBalanceRule):
+            means = np.stack([((T == j) * self.skill).sum(1) / self.inst.sizes[j] for j in range(self.D)], axis=1)
+            ok = np.ones(T.shape[0], dtype=bool)
+            for j, l in combinations(range(self.D), 2):
+                ok &= np.abs(means[:, j] - means[:, l]) <= rule.max_diff + _tol(rule.max_diff)
+            return ok
+        if isinstance(rule, SkillSpreadRule):
+            hi = np.where(sel, self.skill, -np.inf).max(1)
+            lo = np.where(sel, self.skill, np.inf).min(1)
+            return (hi - lo <= rule.max_spread + _tol(rule.max_spread)) | ~sel.any(1)
+        if isinstance(rule, PartyTogetherRule):
+            ok = np.ones(T.shape[0], dtype=bool)
+            for members in self.parties.values():
+                ok &= (T[:, members] == T[:, [members[0]]]).all(1)
+            return ok
+        if isinstance(rule, AvoidRule):
+            a, b = (self.inst.index[p] for p in rule.players)
+            if rule.scope == "team":
+                return ~((T[:, a] == T[:, b]) & sel[:, a])
+            return ~(sel[:, a] & sel[:, b])
+        if isinstance(rule, MaxPingRule):
+            if not self.regions:
+                return ~sel.any(1)
+            reach = self.ping <= self.max_ping + _tol(self.max_ping)  # [N, R]
+            # some region reached by every selected player
+            return (~sel[:, :, None] | reach[None]).all(1).any(1)
+        if isinstance(rule, IncludeRule):
+            idx = [self.inst.index[p] for p in rule.players]
+            return sel[:, idx].all(1) if idx else np.ones(T.shape[0], dtype=bool)
+        raise TypeError(f"no check for {type(rule).__name__}")  # pragma: no cover
+
+    def _explain(self, rule, t: np.ndarray) -> str:
+        ids = self.inst.ids
+        sel = t >= 0
+        if isinstance(rule, (LinearRule, IfRule)):
+            e = rule.expr if isinstance(rule, LinearRule) else rule.then
+            act = sum(term.coef for term in e.terms if t[self.inst.index[term.player]] == term.team)
+            pre = "condition holds and " if isinstance(rule, IfRule) else ""
+            return f"{pre}activity {act:g} violates {e.sense} {e.rhs:g}"
+        if isinstance(rule, RolesRule):
+            return f"a team cannot fill the role slots {dict(rule.slots)} with distinct members"
+        if isinstance(rule, (RoleMinRule, RoleMaxRule)):
+            acc = self._accepts(rule.role)
+            counts = [int(((t == j) & acc).sum()) for j in range(self.D)]
+            bound = f"min {rule.min}" if isinstance(rule, RoleMinRule) else f"max {rule.max}"
+            return f"members accepting {rule.role!r} per team are {counts}, {bound}"
+        if isinstance(rule, SkillBalanceRule):
+            means = [float(self.skill[t == j].mean()) for j in range(self.D)]
+            return f"team mean skills {[round(m, 2) for m in means]} differ by more than {rule.max_diff:g}"
+        if isinstance(rule, SkillSpreadRule):
+            s = self.skill[sel]
+            return f"skill spread {float(s.max() - s.min()):g} > {rule.max_spread:g}"
+        if isinstance(rule, PartyTogetherRule):
+            bad = [p for p, m in self.parties.items() if len(set(t[m].tolist())) > 1]
+            return f"party {bad[0]!r} is split or partly benched"
+        if isinstance(rule, AvoidRule):
+            return f"{rule.players[0]} and {rule.players[1]} are in the same {rule.scope}"
+        if isinstance(rule, MaxPingRule):
+            return f"no region is within {self.max_ping:g} ms of every selected player"
+        if isinstance(rule, IncludeRule):
+            missing = [p for p in rule.players if not sel[self.inst.index[p]]]
+            return f"required players not selected: {missing}"
+        return "violated"  # pragma: no cover
+
+
+def check(inst: Instance, team_of: np.ndarray) -> list[str]:
+    """Violations of one assignment; empty list when it is feasible."""
+    return Checker(inst).violations(team_of)

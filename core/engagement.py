@@ -1,0 +1,163 @@
+"""The engagement model (``mgmatch-engagement/v1``) and its numpy evaluator.
+
+EnG(X, I) = head(concat_j Σ_{i∈team j} e_i), with e_i = player_mlp((I_i − mean) / scale).
+ReLU between consecutive layers of a stack, none after the last layer of either stack.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import InvalidInput, from_pydantic
+
+ENGAGEMENT_FORMAT = "mgmatch-engagement/v1"
+
+
+class Layer(BaseModel):
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
+
+    weight: list[list[float]] = Field(description="[out][in], as torch.nn.Linear.weight")
+    bias: list[float] = Field(description="[out]")
+
+
+class EngagementModel(BaseModel):
+    """A ReLU engagement network in the spec's JSON shape, with a fast numpy evaluator.
+
+    Extra optional field ``training`` records how a shipped model was produced.
+    """
+
+    model_config = ConfigDict(allow_inf_nan=False, extra="ignore", arbitrary_types_allowed=True)
+
+    format: str = ENGAGEMENT_FORMAT
+    teams: int = Field(ge=2)
+    feature_dim: int = Field(ge=1)
+    feature_mean: list[float] | None = None
+    feature_scale: list[float] | None = None
+    player_layers: list[Layer] = Field(min_length=1)
+    head_layers: list[Layer] = Field(min_length=1)
+    name: str | None = None
+    training: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _shapes(self) -> EngagementModel:
+        if self.format != ENGAGEMENT_FORMAT:
+            raise ValueError(f"format must be {ENGAGEMENT_FORMAT!r}")
+        for key in ("feature_mean", "feature_scale"):
+            v = getattr(self, key)
+            if v is not None and len(v) != self.feature_dim:
+                raise ValueError(f"{key} has {len(v)} numbers, feature_dim is {self.feature_dim}")
+        if self.feature_scale is not None and any(s == 0 for s in self.feature_scale):
+            raise ValueError("feature_scale must not contain 0")
+        width = self.feature_dim
+        for stack in ("player_layers", "head_layers"):
+            for k, layer in enumerate(getattr(self, stack)):
+                w = layer.weight
+                if not w or any(len(row) != width for row in w):
+                    raise ValueError(f"{stack}[{k}].weight must be [out][{width}]")
+                if len(layer.bias) != len(w):
+                    raise ValueError(f"{stack}[{k}].bias must have {len(w)} numbers")
+                width = len(w)
+            if stack == "player_layers":
+                width = width * self.teams
+        if width != 1:
+            raise ValueError("the last head layer must have exactly one output")
+        return self
+
+    # ------------------------------------------------------------------ numpy views
+
+    def model_post_init(self, _ctx: Any) -> None:
+        self._pw = [(np.asarray(l.weight, dtype=np.float64), np.asarray(l.bias, dtype=np.float64))
+                    for l in self.player_layers]
+        self._hw = [(np.asarray(l.weight, dtype=np.float64), np.asarray(l.bias, dtype=np.float64))
+                    for l in self.head_layers]
+        self._hw32 = [(w.astype(np.float32), b.astype(np.float32)) for w, b in self._hw]
+        self._mean = None if self.feature_mean is None else np.asarray(self.feature_mean)
+        self._scale = None if self.feature_scale is None else np.asarray(self.feature_scale)
+
+    @property
+    def embed_dim(self) -> int:
+        return len(self.player_layers[-1].bias)
+
+    @property
+    def player_weights(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        return self._pw
+
+    @property
+    def head_weights(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        return self._hw
+
+    def embed(self, features: np.ndarray) -> np.ndarray:
+        """Player embeddings.
+
+        Shapes: features [N, feature_dim] → [N, embed_dim].
+        """
+        h = np.asarray(features, dtype=np.float64)
+        if self._mean is not None:
+            h = h - self._mean
+        if self._scale is not None:
+            h = h / self._scale
+        return _mlp(h, self._pw)
+
+    def head(self, team_embeddings: np.ndarray) -> np.ndarray:
+        """Engagement from concatenated team embeddings.
+
+        Shapes: [..., teams * embed_dim] → [...].
+        """
+        return _mlp(team_embeddings, self._hw)[..., 0]
+
+    def evaluate(self, embeddings: np.ndarray, team_of: np.ndarray, chunk: int = 65536) -> np.ndarray | float:
+        """Engagement of one assignment or a batch.
+
+        Args:
+            embeddings: player embeddings from :meth:`embed`, [N, E].
+            team_of: team index per player, −1 for the bench; [N] or [B, N].
+        Returns:
+            a float for one assignment, an array [B] for a batch.
+        """
+        t = np.asarray(team_of)
+        if t.ndim == 1:  # one assignment: float64 for an exact report
+            team_emb = np.concatenate([(t == j).astype(np.float64) @ embeddings for j in range(self.teams)])
+            return float(self.head(team_emb))
+        E = np.asarray(embeddings, dtype=np.float32)
+        out = np.empty(t.shape[0], dtype=np.float64)
+        for s in range(0, t.shape[0], chunk):
+            tb = t[s:s + chunk]
+            team_emb = np.concatenate([(tb == j).astype(np.float32) @ E for j in range(self.teams)], axis=1)
+            out[s:s + chunk] = _mlp(team_emb, self._hw32)[:, 0]
+        return out
+
+    def to_json(self) -> dict:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def _mlp(h: np.ndarray, layers: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    for k, (w, b) in enumerate(layers):
+        h = h @ w.T + b
+        if k < len(layers) - 1:
+            h = np.maximum(h, 0.0)
+    return h
+
+
+def parse_engagement(obj: Any, where: str = "engagement") -> EngagementModel:
+    if not isinstance(obj, dict):
+        raise InvalidInput(where, "an engagement model must be a JSON object")
+    try:
+        return EngagementModel.model_validate(obj)
+    except ValidationError as err:
+        e = from_pydantic(err, where)
+        raise e from None
+
+
+def load_engagement(path: str | Path) -> EngagementModel:
+    from .instance import read_json
+
+    return parse_engagement(read_json(path), str(path))
+
+
+def save_engagement(model: EngagementModel, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(model.to_json()))

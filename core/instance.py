@@ -1,0 +1,252 @@
+"""The instance format (``mgmatch-instance/v1``): one matchmaking problem.
+
+:func:`parse_instance` turns a JSON object into an :class:`Instance` and validates everything the
+spec demands (unique ids, rule references, optional fields a rule needs), raising
+:class:`~mgmatch.core.errors.InvalidInput` with the offending field's path.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import InvalidInput, from_pydantic
+from .rules import (
+    AvoidRule,
+    IfRule,
+    IncludeRule,
+    LinearExpr,
+    LinearRule,
+    MaxPingRule,
+    RoleMaxRule,
+    RoleMinRule,
+    RolesRule,
+    Rule,
+    SkillBalanceRule,
+    SkillSpreadRule,
+    condition_literals,
+    parse_rule,
+)
+
+INSTANCE_FORMAT = "mgmatch-instance/v1"
+
+
+class Player(BaseModel):
+    """A waiting player. Only ``id`` and ``features`` are required."""
+
+    model_config = ConfigDict(allow_inf_nan=False, extra="ignore", frozen=True)
+
+    id: str = Field(min_length=1, description="Unique, non-empty player id.")
+    features: tuple[float, ...] = Field(description="Raw feature vector (the engagement model's feature_dim).")
+    skill: float | None = Field(default=None, description="Rating, any scale.")
+    roles: tuple[str, ...] | None = Field(default=None, description="Roles the player accepts.")
+    party: str | None = Field(default=None, description="Premade group id.")
+    pings: dict[str, float] | None = Field(default=None, description="Round-trip ms per region.")
+    waited_s: float | None = Field(default=None, ge=0, description="Seconds in queue.")
+
+    @field_validator("pings")
+    @classmethod
+    def _pings_nonneg(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        if v is not None:
+            for region, ms in v.items():
+                if ms < 0:
+                    raise ValueError(f"ping to {region!r} must be ≥ 0")
+        return v
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"id": self.id, "features": list(self.features)}
+        for k in ("skill", "party", "waited_s"):
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
+        if self.roles is not None:
+            out["roles"] = list(self.roles)
+        if self.pings is not None:
+            out["pings"] = dict(self.pings)
+        return out
+
+
+class _Header(BaseModel):
+    model_config = ConfigDict(allow_inf_nan=False, extra="ignore")
+
+    format: str = INSTANCE_FORMAT
+    teams: int = Field(ge=2)
+    team_size: int | None = Field(default=None, ge=1)
+    team_sizes: list[int] | None = None
+    players: list[Player]
+    rules: list[Any] = Field(default_factory=list)
+    engagement_model: str | None = None
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A validated instance. ``sizes[j]`` is the size of team j (0-based)."""
+
+    teams: int
+    sizes: tuple[int, ...]
+    players: tuple[Player, ...]
+    rules: tuple[Rule, ...]
+    engagement_model: str | None = None
+    uniform_size: bool = True
+    index: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def n(self) -> int:
+        return len(self.players)
+
+    @property
+    def ids(self) -> list[str]:
+        return [p.id for p in self.players]
+
+    @property
+    def n_selected(self) -> int:
+        return sum(self.sizes)
+
+    def features(self) -> np.ndarray:
+        return np.asarray([p.features for p in self.players], dtype=np.float64)
+
+    def skills(self) -> np.ndarray:
+        return np.asarray([p.skill if p.skill is not None else np.nan for p in self.players], dtype=np.float64)
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"format": INSTANCE_FORMAT, "teams": self.teams}
+        if self.uniform_size:
+            out["team_size"] = self.sizes[0]
+        else:
+            out["team_sizes"] = list(self.sizes)
+        out["players"] = [p.to_json() for p in self.players]
+        out["rules"] = [r.to_json() for r in self.rules]
+        if self.engagement_model is not None:
+            out["engagement_model"] = self.engagement_model
+        return out
+
+    def with_rules(self, rules: list[Rule] | tuple[Rule, ...]) -> Instance:
+        inst = Instance(self.teams, self.sizes, self.players, tuple(rules), self.engagement_model,
+                        self.uniform_size, dict(self.index))
+        _check_references(inst)
+        return inst
+
+
+def parse_instance(obj: Any) -> Instance:
+    """Validate a JSON object (already decoded) as an instance."""
+    if not isinstance(obj, dict):
+        raise InvalidInput("", "an instance must be a JSON object")
+    try:
+        head = _Header.model_validate(obj)
+    except ValidationError as err:
+        raise from_pydantic(err) from None
+    if head.format != INSTANCE_FORMAT:
+        raise InvalidInput("format", f"expected {INSTANCE_FORMAT!r}, got {head.format!r}")
+    if (head.team_size is None) == (head.team_sizes is None):
+        raise InvalidInput("team_size", "give exactly one of team_size or team_sizes")
+    if head.team_sizes is not None:
+        if len(head.team_sizes) != head.teams:
+            raise InvalidInput("team_sizes", f"expected {head.teams} sizes (one per team), got {len(head.team_sizes)}")
+        for k, s in enumerate(head.team_sizes):
+            if s < 1:
+                raise InvalidInput(f"team_sizes[{k}]", "must be ≥ 1")
+        sizes = tuple(head.team_sizes)
+    else:
+        sizes = (head.team_size,) * head.teams
+    if not head.players:
+        raise InvalidInput("players", "at least one player is required")
+    index: dict[str, int] = {}
+    dim = len(head.players[0].features)
+    for i, p in enumerate(head.players):
+        if p.id in index:
+            raise InvalidInput(f"players[{i}].id", f"duplicate player id {p.id!r}")
+        index[p.id] = i
+        if len(p.features) != dim:
+            raise InvalidInput(f"players[{i}].features", f"expected {dim} numbers like players[0], got {len(p.features)}")
+    if sum(sizes) > len(head.players):
+        raise InvalidInput("players", f"{len(head.players)} players cannot fill teams of sizes {list(sizes)}")
+    rules = tuple(parse_rule(r, f"rules[{k}]") for k, r in enumerate(head.rules))
+    inst = Instance(head.teams, sizes, tuple(head.players), rules, head.engagement_model,
+                    head.team_size is not None, index)
+    _check_references(inst)
+    return inst
+
+
+def load_instance(path: str | Path) -> Instance:
+    """Read and validate an instance file."""
+    return parse_instance(read_json(path))
+
+
+def read_json(path: str | Path) -> Any:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise InvalidInput(str(path), "no such file") from None
+    except OSError as err:
+        raise InvalidInput(str(path), f"cannot read: {err.strerror}") from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as err:
+        raise InvalidInput(str(path), f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+    except ValueError as err:
+        raise InvalidInput(str(path), str(err)) from None
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a finite number")
+
+
+# --------------------------------------------------------------------------- references
+
+
+def _check_expr(inst: Instance, expr: LinearExpr, where: str) -> None:
+    for k, t in enumerate(expr.terms):
+        _check_pt(inst, t.player, t.team, f"{where}.terms[{k}]")
+
+
+def _check_pt(inst: Instance, pid: str, team: int, where: str) -> None:
+    if pid not in inst.index:
+        raise InvalidInput(f"{where}[0]", f"unknown player id {pid!r}")
+    if not 0 <= team < inst.teams:
+        raise InvalidInput(f"{where}[1]", f"team {team} out of range 0..{inst.teams - 1}")
+
+
+def _need_field(inst: Instance, attr: str, where: str, kind: str) -> None:
+    for i, p in enumerate(inst.players):
+        if getattr(p, attr) is None:
+            raise InvalidInput(f"players[{i}].{attr}", f"required by {where} ({kind}) but missing for player {p.id!r}")
+
+
+def _check_references(inst: Instance) -> None:
+    """Every rule refers to known players and teams, and players carry the fields it needs."""
+    for k, rule in enumerate(inst.rules):
+        where = f"rules[{k}]"
+        if isinstance(rule, LinearRule):
+            _check_expr(inst, rule.expr, where)
+        elif isinstance(rule, IfRule):
+            for lit in condition_literals(rule.when):
+                if lit.player not in inst.index:
+                    raise InvalidInput(f"{where}.when", f"unknown player id {lit.player!r}")
+                if not 0 <= lit.team < inst.teams:
+                    raise InvalidInput(f"{where}.when", f"team {lit.team} out of range 0..{inst.teams - 1}")
+            _check_expr(inst, rule.then, f"{where}.then")
+        elif isinstance(rule, RolesRule):
+            _need_field(inst, "roles", where, rule.kind)
+            total = sum(rule.slots.values())
+            for j, s in enumerate(inst.sizes):
+                if total != s:
+                    raise InvalidInput(f"{where}.slots", f"slot counts sum to {total} but team {j} has {s} players")
+        elif isinstance(rule, (RoleMinRule, RoleMaxRule)):
+            _need_field(inst, "roles", where, rule.kind)
+        elif isinstance(rule, (SkillBalanceRule, SkillSpreadRule)):
+            _need_field(inst, "skill", where, rule.kind)
+        elif isinstance(rule, MaxPingRule):
+            _need_field(inst, "pings", where, rule.kind)
+        elif isinstance(rule, AvoidRule):
+            for m, pid in enumerate(rule.players):
+                if pid not in inst.index:
+                    raise InvalidInput(f"{where}.players[{m}]", f"unknown player id {pid!r}")
+        elif isinstance(rule, IncludeRule):
+            for m, pid in enumerate(rule.players):
+                if pid not in inst.index:
+                    raise InvalidInput(f"{where}.players[{m}]", f"unknown player id {pid!r}")

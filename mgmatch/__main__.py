@@ -1,0 +1,3 @@
+from mgmatch.app.cli import main
+
+main()
