@@ -171,8 +171,8 @@ class Checker:
         if isinstance(rule, SkillBalanceRule):
             means = np.stack([((T == j) * self.skill).sum(1) / self.inst.sizes[j] for j in range(self.D)], axis=1)
             ok = np.ones(T.shape[0], dtype=bool)
-            for j, l in combinations(range(self.D), 2):
-                ok &= np.abs(means[:, j] - means[:, l]) <= rule.max_diff + _tol(rule.max_diff)
+            for j, m in combinations(range(self.D), 2):
+                ok &= np.abs(means[:, j] - means[:, m]) <= rule.max_diff + _tol(rule.max_diff)
             return ok
         if isinstance(rule, SkillSpreadRule):
             hi = np.where(sel, self.skill, -np.inf).max(1)
@@ -200,7 +200,6 @@ class Checker:
         raise TypeError(f"no check for {type(rule).__name__}")  # pragma: no cover
 
     def _explain(self, rule, t: np.ndarray) -> str:
-        ids = self.inst.ids
         sel = t >= 0
         if isinstance(rule, (LinearRule, IfRule)):
             e = rule.expr if isinstance(rule, LinearRule) else rule.then

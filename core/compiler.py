@@ -34,7 +34,6 @@ import numpy as np
 from .instance import Instance
 from .rules import (
     All,
-    AnyOf,
     AvoidRule,
     Cond,
     IfRule,
@@ -268,11 +267,11 @@ def compile_instance(inst: Instance) -> Compiled:
             s = inst.skills()
             s = s - s.mean()
             for j in range(D):
-                for l in range(j + 1, D):
+                for m in range(j + 1, D):
                     terms = [(b.x(i, j), s[i] / inst.sizes[j]) for i in range(N)]
-                    terms += [(b.x(i, l), -s[i] / inst.sizes[l]) for i in range(N)]
-                    b.add(terms, "<=", rule.max_diff, origin=k, tag=f"{tag}.teams[{j},{l}].upper")
-                    b.add(terms, ">=", -rule.max_diff, origin=k, tag=f"{tag}.teams[{j},{l}].lower")
+                    terms += [(b.x(i, m), -s[i] / inst.sizes[m]) for i in range(N)]
+                    b.add(terms, "<=", rule.max_diff, origin=k, tag=f"{tag}.teams[{j},{m}].upper")
+                    b.add(terms, ">=", -rule.max_diff, origin=k, tag=f"{tag}.teams[{j},{m}].lower")
         elif isinstance(rule, SkillSpreadRule):
             s = inst.skills()
             starts = np.unique(s)
@@ -297,7 +296,7 @@ def compile_instance(inst: Instance) -> Compiled:
                 b.add(b.selected_terms(a) + b.selected_terms(c), "<=", 1, origin=k, tag=tag)
         elif isinstance(rule, MaxPingRule):
             for i, p in enumerate(inst.players):
-                ok = [v for reg, v in zip(b.regions, b.region_vars) if reg in p.pings and p.pings[reg] <= rule.max_ms]
+                ok = [v for reg, v in zip(b.regions, b.region_vars, strict=True) if reg in p.pings and p.pings[reg] <= rule.max_ms]
                 b.add(b.selected_terms(i) + [(v, -1.0) for v in ok], "<=", 0, origin=k, tag=f"{tag}.{ids[i]}")
         elif isinstance(rule, IncludeRule):
             for pid in dict.fromkeys(rule.players):
@@ -324,7 +323,7 @@ def _compile_roles(b: _Builder, rule: RolesRule, k: int) -> None:
                 slot[j][acc[0]].append(b.x(i, j))
                 continue
             ys = [b.aux(f"{tag}.y[{p.id},{j},{r}]", k) for r in acc]
-            for r, y in zip(acc, ys):
+            for r, y in zip(acc, ys, strict=True):
                 slot[j][r].append(y)
             b.add([(y, 1.0) for y in ys] + [(b.x(i, j), -1.0)], "==", 0, origin=k, tag=f"{tag}.one_slot[{p.id},{j}]")
     for j in range(inst.teams):

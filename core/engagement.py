@@ -71,10 +71,10 @@ class EngagementModel(BaseModel):
     # ------------------------------------------------------------------ numpy views
 
     def model_post_init(self, _ctx: Any) -> None:
-        self._pw = [(np.asarray(l.weight, dtype=np.float64), np.asarray(l.bias, dtype=np.float64))
-                    for l in self.player_layers]
-        self._hw = [(np.asarray(l.weight, dtype=np.float64), np.asarray(l.bias, dtype=np.float64))
-                    for l in self.head_layers]
+        self._pw = [(np.asarray(layer.weight, dtype=np.float64), np.asarray(layer.bias, dtype=np.float64))
+                    for layer in self.player_layers]
+        self._hw = [(np.asarray(layer.weight, dtype=np.float64), np.asarray(layer.bias, dtype=np.float64))
+                    for layer in self.head_layers]
         self._hw32 = [(w.astype(np.float32), b.astype(np.float32)) for w, b in self._hw]
         self._mean = None if self.feature_mean is None else np.asarray(self.feature_mean)
         self._scale = None if self.feature_scale is None else np.asarray(self.feature_scale)

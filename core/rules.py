@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from .errors import InvalidInput
 
@@ -57,7 +57,7 @@ class AnyOf:
         return {"any": [a.to_json() for a in self.args]}
 
 
-Cond = Union[Lit, Not, All, AnyOf]
+Cond = Lit | Not | All | AnyOf
 
 
 @dataclass(frozen=True)
@@ -187,10 +187,10 @@ class IncludeRule:
         return {"kind": self.kind, "players": list(self.players)}
 
 
-Rule = Union[
-    LinearRule, IfRule, RolesRule, RoleMinRule, RoleMaxRule, SkillBalanceRule, SkillSpreadRule,
-    PartyTogetherRule, AvoidRule, MaxPingRule, IncludeRule,
-]
+Rule = (
+    LinearRule | IfRule | RolesRule | RoleMinRule | RoleMaxRule | SkillBalanceRule | SkillSpreadRule
+    | PartyTogetherRule | AvoidRule | MaxPingRule | IncludeRule
+)
 
 RULE_KINDS = (
     "linear", "if", "roles", "role_min", "role_max", "skill_balance", "skill_spread",

@@ -1,0 +1,30 @@
+# Two commands on a fresh machine: `make run` (the service on embedded defaults) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install run test lint bench-exact clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# pinned first: a looser torch requirement pulls a multi-GB CUDA build
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+install: $(BIN)/.installed
+
+run: install
+	$(BIN)/mgmatch serve
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+
+test: install lint
+	./scripts/ensure-redis.sh
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
