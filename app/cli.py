@@ -12,10 +12,14 @@ import pkgutil
 import sys
 from typing import Any, NoReturn
 
-import click
 import typer
 
 from mgmatch.core.errors import InvalidInput
+
+try:  # typer ≥ 0.20 vendors its own click; its exceptions are not click's
+    from typer._click import exceptions as cx
+except ImportError:  # pragma: no cover - older typer on upstream click
+    from click import exceptions as cx
 
 cli = typer.Typer(
     name="mgmatch",
@@ -56,18 +60,18 @@ def main(argv: list[str] | None = None) -> None:
     command = typer.main.get_command(cli)
     try:
         rv = command.main(args=argv, prog_name="mgmatch", standalone_mode=False)
-    except click.exceptions.NoArgsIsHelpError as err:  # pragma: no cover - prints help
-        click.echo(err.ctx.get_help() if err.ctx else str(err))
+    except cx.NoArgsIsHelpError as err:  # pragma: no cover - prints help
+        sys.stdout.write((err.ctx.get_help() if err.ctx else str(err)) + "\n")
         sys.exit(2)
-    except click.UsageError as err:
+    except cx.UsageError as err:
         sys.stderr.write(f"mgmatch: {err.format_message().splitlines()[0]}\n")
         sys.exit(2)
     except (InvalidInput, UsageFailure) as err:
         sys.stderr.write(f"mgmatch: {str(err).splitlines()[0]}\n")
         sys.exit(2)
-    except click.exceptions.Exit as err:
+    except typer.Exit as err:
         sys.exit(err.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         sys.stderr.write("mgmatch: aborted\n")
         sys.exit(130)
     except KeyboardInterrupt:

@@ -1,0 +1,5 @@
+"""``python -m mgmatch.app …`` is the ``mgmatch`` command (for images without console scripts)."""
+
+from mgmatch.app.cli import main
+
+main()

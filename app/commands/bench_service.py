@@ -1,0 +1,287 @@
+"""``mgmatch bench service``: throughput and latency of a real ``mgmatch serve`` over HTTP.
+
+Starts the server in a subprocess (``--no-workers``: the API alone, no matchmaker competing for
+the CPU) on each requested store, then measures
+
+- ``/v1/solve`` on generated 3v3 and 12v12 candidate pools, open loop at ``--solve-rate``
+  requests/s (latency as a game server sees it at that load; in-flight capped by ``--concurrency``);
+- ticket ingest (``POST /v1/tickets``), closed loop with ``--concurrency`` clients.
+
+Reports per row: requests, errors, achieved req/s, p50/p99/max latency (ms), and for solves the
+solution statuses. The load generator runs on the same machine and shares its CPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+
+from mgmatch.app.cli import bench_app, emit, fail
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Conn:
+    """A minimal HTTP/1.1 keep-alive client (asyncio streams): the load generator must cost far less CPU
+    than the server it measures, and httpx costs about as much per request as the server does."""
+
+    def __init__(self, host: str, port: int):
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        head = (f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        self.writer.write(head + body)
+        try:
+            raw = await self.reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            self.writer = None
+            return 0, b""
+        lines = raw.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        length = 0
+        for ln in lines[1:]:
+            if ln[:15].lower() == "content-length:":
+                length = int(ln[15:].strip())
+        data = await self.reader.readexactly(length) if length else b""
+        return status, data
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    host, port = url.split("://", 1)[1].rsplit(":", 1)
+    return host, int(port)
+
+
+def _stats(lat_ms: list[float], errors: int, elapsed: float) -> dict:
+    a = np.asarray(lat_ms) if lat_ms else np.asarray([np.nan])
+    return {"requests": len(lat_ms) + errors, "errors": errors, "rps": round(len(lat_ms) / elapsed, 1),
+            "p50_ms": round(float(np.nanpercentile(a, 50)), 2), "p99_ms": round(float(np.nanpercentile(a, 99)), 2),
+            "max_ms": round(float(np.nanmax(a)), 2)}
+
+
+async def _solve_load(url: str, bodies: list[dict], rate: float, duration_s: float, concurrency: int) -> dict:
+    lat, errors, statuses = [], 0, {}
+    payloads = [json.dumps(b).encode() for b in bodies]
+    host, port = _host_port(url)
+    pool: asyncio.Queue[_Conn] = asyncio.Queue()
+    for _ in range(concurrency):
+        pool.put_nowait(_Conn(host, port))
+
+    async def one(k: int) -> None:
+        nonlocal errors
+        conn = await pool.get()  # at most `concurrency` in flight
+        try:
+            t0 = time.perf_counter()
+            code, data = await conn.post("/v1/solve", payloads[k % len(payloads)])
+            if code == 200:
+                lat.append((time.perf_counter() - t0) * 1e3)
+                sol = json.loads(data)
+                st = sol.get("status") + (f"/fallback:{sol['fallback']}" if sol.get("fallback") else "")
+                statuses[st] = statuses.get(st, 0) + 1
+            else:
+                errors += 1
+        finally:
+            pool.put_nowait(conn)
+
+    for k in range(3):  # warm-up (models, predictor sessions)
+        await one(k)
+    lat.clear()
+    statuses.clear()
+    errors = 0
+    start = time.perf_counter()
+    tasks, k = [], 0
+    while time.perf_counter() - start < duration_s:
+        tasks.append(asyncio.create_task(one(k)))
+        k += 1
+        await asyncio.sleep(max(0.0, start + k / rate - time.perf_counter()))
+    await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - start
+    while not pool.empty():
+        pool.get_nowait().close()
+    out = _stats(lat, errors, elapsed)
+    out["offered_rps"] = rate
+    out["statuses"] = statuses
+    return out
+
+
+async def _ingest_load(url: str, pool: str, dim: int, duration_s: float, concurrency: int, seed: int,
+                       batch: int = 1) -> dict:
+    rng = np.random.default_rng(seed)
+    feats = [json.dumps([round(float(x), 4) for x in rng.normal(size=dim)]) for _ in range(64)]
+    run = uuid.uuid4().hex[:8]
+    lat, errors = [], 0
+    counter = 0
+    path = "/v1/tickets" if batch == 1 else "/v1/tickets/batch"
+    want = 201 if batch == 1 else 200
+
+    host, port = _host_port(url)
+
+    async def client(stop_at: float) -> None:
+        nonlocal errors, counter
+        conn = _Conn(host, port)
+        while time.perf_counter() < stop_at:
+            items = []
+            for _ in range(batch):
+                counter += 1
+                n = counter
+                items.append(f'{{"pool": "{pool}", "players": [{{"id": "b{run}-{n}", "features": {feats[n % 64]}, '
+                             f'"skill": {1500 + n % 400}}}]}}')
+            body = (items[0] if batch == 1 else '{"tickets": [' + ", ".join(items) + "]}").encode()
+            t0 = time.perf_counter()
+            code, _ = await conn.post(path, body)
+            if code == want:
+                lat.append((time.perf_counter() - t0) * 1e3)
+            else:
+                errors += 1
+        conn.close()
+
+    await asyncio.gather(*(client(time.perf_counter() + 1.0) for _ in range(concurrency)))  # warm-up
+    lat.clear()
+    errors = 0
+    start = time.perf_counter()
+    await asyncio.gather(*(client(start + duration_s) for _ in range(concurrency)))
+    elapsed = time.perf_counter() - start
+    out = _stats(lat, errors, elapsed)
+    out["concurrency"] = concurrency
+    out["batch"] = batch
+    out["tickets_per_s"] = round(out["rps"] * batch, 1)
+    return out
+
+
+def _start_server(store: str, redis_url: str, prefix: str, config: Path | None) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    env = {**os.environ, "MGMATCH_STORE": store, "MGMATCH_REDIS_URL": redis_url, "MGMATCH_KEY_PREFIX": prefix,
+           "OMP_NUM_THREADS": "1", "MGMATCH_MAX_BODY_BYTES": "4000000"}
+    cmd = [sys.executable, "-c", "from mgmatch.app.cli import main; main()", "serve", "--port", str(port),
+           "--no-workers"]
+    if config is not None:
+        cmd += ["--config", str(config)]
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    import httpx
+
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            log.seek(0)
+            fail(f"server exited: {log.read().decode(errors='replace').strip().splitlines()[-1:]}")
+        try:
+            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    fail("server did not become ready within 90 s")
+
+
+def _cleanup_redis(redis_url: str, prefix: str) -> None:
+    import redis
+
+    r = redis.Redis.from_url(redis_url)
+    for key in r.scan_iter(f"{prefix}:*", count=1000):
+        r.delete(key)
+    r.close()
+
+
+@bench_app.command("service", help="HTTP throughput and p50/p99 latency of /v1/solve and ticket ingest, per store.")
+def bench_service_cmd(
+    stores: Annotated[str, typer.Option(help="Comma-separated: memory, redis.")] = "memory,redis",
+    redis_url: Annotated[str, typer.Option(help="Redis for store=redis.")] = "redis://127.0.0.1:6379/14",
+    presets: Annotated[str, typer.Option(help="Solve pools to generate: 3v3, 12v12.")] = "3v3,12v12",
+    method: Annotated[str, typer.Option(help="Solver method for /v1/solve.")] = "mgmatch",
+    time_limit_ms: Annotated[float, typer.Option(help="Budget per solve (ms).")] = 60.0,
+    solve_rate: Annotated[float, typer.Option(help="Offered /v1/solve load (req/s, open loop).")] = 20.0,
+    solve_s: Annotated[float, typer.Option(help="Seconds of solve load per preset and store.")] = 10.0,
+    ingest_s: Annotated[float, typer.Option(help="Seconds of ticket ingest per store.")] = 5.0,
+    ingest_pool: Annotated[str, typer.Option(help="Pool of the built-in config to queue tickets for.")] = "12v12",
+    concurrency: Annotated[int, typer.Option(help="Concurrent clients (ingest) / in-flight cap (solve).")] = 16,
+    batch: Annotated[str, typer.Option(help="Tickets per ingest request, comma-separated (1 = POST /v1/tickets, "
+                                            ">1 = POST /v1/tickets/batch).")] = "1,20",
+    config: Annotated[Path | None, typer.Option(help="Service config for the server (default: built-in).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for generated pools and features.")] = 0,
+    fmt: Annotated[str, typer.Option("--format", help="md or json")] = "md",
+) -> None:
+    from mgmatch.core.presets import generate_instances, load_model
+
+    store_list = [s.strip() for s in stores.split(",") if s.strip()]
+    preset_list = [p.strip() for p in presets.split(",") if p.strip()]
+    if not store_list or any(s not in ("memory", "redis") for s in store_list):
+        fail(f"--stores: expected memory and/or redis, got {stores!r}")
+    if any(p not in ("3v3", "12v12") for p in preset_list):
+        fail(f"--presets: expected 3v3 and/or 12v12, got {presets!r}")
+    if fmt not in ("md", "json"):
+        fail(f"--format: expected md or json, got {fmt!r}")
+    for name, v in (("--solve-rate", solve_rate), ("--solve-s", solve_s), ("--ingest-s", ingest_s),
+                    ("--time-limit-ms", time_limit_ms)):
+        if not v > 0:
+            fail(f"{name} must be > 0, got {v}")
+    if not 1 <= concurrency <= 1024:
+        fail(f"--concurrency must be in 1..1024, got {concurrency}")
+    try:
+        batches = [int(b) for b in batch.split(",") if b.strip()]
+    except ValueError:
+        fail(f"--batch: expected integers, got {batch!r}")
+    if not batches or any(not 1 <= b <= 100 for b in batches):
+        fail(f"--batch: each value must be in 1..100, got {batch!r}")
+    bodies = {p: [{**inst.to_json(), "method": method, "time_limit_ms": time_limit_ms}
+                  for inst in generate_instances(p, 24, seed)] for p in preset_list}
+    dim = load_model(ingest_pool).feature_dim if ingest_pool in ("3v3", "12v12") else 66
+    rows = []
+    for store in store_list:
+        prefix = f"mgmbench{uuid.uuid4().hex[:8]}"
+        proc, url = _start_server(store, redis_url, prefix, config)
+        try:
+            for p in preset_list:
+                r = asyncio.run(_solve_load(url, bodies[p], solve_rate, solve_s, concurrency))
+                rows.append({"store": store, "workload": f"solve {p}", "method": method,
+                             "time_limit_ms": time_limit_ms, **r})
+            for b in batches:
+                r = asyncio.run(_ingest_load(url, ingest_pool, dim, ingest_s, concurrency, seed, b))
+                rows.append({"store": store, "workload": f"ingest {ingest_pool} ×{b}", **r})
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            if store == "redis":
+                _cleanup_redis(redis_url, prefix)
+    if fmt == "json":
+        emit({"bench": "service", "cpu_count": os.cpu_count(), "rows": rows})
+        return
+    sys.stdout.write(f"cpu_count={os.cpu_count()} load_average={os.getloadavg()[0]:.2f}\n\n")
+    sys.stdout.write("| store | workload | req/s (offered or clients) | tickets/s | requests | errors | p50 ms | p99 ms "
+                     "| max ms | statuses |\n")
+    sys.stdout.write("|---|---|---|---|---|---|---|---|---|---|\n")
+    for r in rows:
+        offered = f" ({r['offered_rps']:g}/s)" if "offered_rps" in r else f" (c={r.get('concurrency')})"
+        name = r["workload"] + (f" {r['method']} {r['time_limit_ms']:g} ms" if "method" in r else "")
+        stats = ", ".join(f"{k}: {v}" for k, v in r.get("statuses", {}).items())
+        sys.stdout.write(f"| {r['store']} | {name} | {r['rps']}{offered} | {r.get('tickets_per_s', '')} | "
+                         f"{r['requests']} | {r['errors']} | {r['p50_ms']} | {r['p99_ms']} | {r['max_ms']} | {stats} |\n")

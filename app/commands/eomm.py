@@ -1,0 +1,57 @@
+"""``mgmatch simulate eomm``: EOMM's Table 2 (retained players per round, four pairing methods)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mgmatch.app.cli import fail, simulate_app
+
+
+@simulate_app.command("eomm", help="Reproduce the shape of EOMM's Table 2: mean retained players per round for "
+                                   "WorstMM, SkillMM, RandomMM and EOMM at each pool size, with Welch t-tests of "
+                                   "EOMM vs each (synthetic seeded world).")
+def eomm_cmd(
+    pool: Annotated[list[int] | None, typer.Option("--pool", help="Pool size (even); repeat for several. "
+                                                   "Default: the paper's 100 200 300 400 500.")] = None,
+    rounds: Annotated[int, typer.Option(help="Rounds of matchmaking per pool size (the paper ran 10,000).")] = 20,
+    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write per pool size the mean retained per round "
+                                                  "of each method (and the Welch p-values) to this file.")] = None,
+) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from mgmatch.pipeline.sim_eomm import METHODS, PAPER_POOLS, simulate
+
+    pools = list(pool) if pool else list(PAPER_POOLS)
+    for p in pools:
+        if p < 2 or p % 2:
+            fail(f"--pool: sizes must be even and ≥ 2, got {p}")
+    if rounds < 2:
+        fail(f"--rounds must be ≥ 2 (a t-test needs two rounds), got {rounds}")
+    res = simulate(pools, rounds, seed)
+    table = Table(title=f"Mean retained players per round ({rounds} rounds, seed {seed})")
+    table.add_column("Method")
+    for p in pools:
+        table.add_column(f"P={p}", justify="right")
+    for m in METHODS:
+        table.add_row(m, *[f"{res['pools'][str(p)][m]:.2f}" for p in pools])
+    for m in METHODS[:-1]:
+        table.add_row(f"p (EOMM vs {m})", *[_fmt(res["pools"][str(p)]["welch_p"][m]) for p in pools])
+    Console(stderr=False).print(table)
+    if json_out is not None:
+        doc = {"seed": seed, "rounds": rounds,
+               "pools": {str(p): {**{m: res["pools"][str(p)][m] for m in METHODS},
+                                  "welch_p": res["pools"][str(p)]["welch_p"]} for p in pools}}
+        try:
+            json_out.write_text(json.dumps(doc, indent=2))
+        except OSError as err:
+            fail(f"--json: cannot write {json_out}: {err.strerror}")
+
+
+def _fmt(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.2g}"

@@ -1,0 +1,53 @@
+"""``mgmatch serve``: the HTTP API; embedded default = in-memory store and every worker in-process."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mgmatch.app.cli import cli, fail
+
+
+@cli.command("serve", help="Run the matchmaking service (HTTP API; OpenAPI at /docs).")
+def serve_cmd(
+    config: Annotated[Path | None, typer.Option(help="Service config (YAML); default: built-in 3v3 and 12v12 pools.")] = None,
+    host: Annotated[str, typer.Option(help="Bind address.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    store: Annotated[str | None, typer.Option(help="memory (default) or redis (env MGMATCH_STORE).")] = None,
+    redis_url: Annotated[str | None, typer.Option(help="Redis URL (env MGMATCH_REDIS_URL).")] = None,
+    workers: Annotated[bool | None, typer.Option("--workers/--no-workers",
+                                                 help="Run matchmakers and solvers in this process (default on).")] = None,
+) -> None:
+    from pydantic import ValidationError
+
+    from mgmatch.app.settings import load_settings
+
+    if not 0 < port < 65536:
+        fail(f"--port must be in 1..65535, got {port}")
+    try:
+        settings = load_settings(config=config, store=store, redis_url=redis_url, embedded_workers=workers)
+    except ValidationError as err:
+        first = err.errors()[0]
+        fail(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
+    run_server(settings, host, port)
+
+
+def run_server(settings, host: str, port: int) -> None:
+    import uvicorn
+
+    from mgmatch.app.api import build_asgi
+    from mgmatch.app.runtime import Runtime
+
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    rt = Runtime.build(settings)
+    if settings.store == "redis" and not rt.store.ping():
+        fail(f"cannot reach Redis at {settings.redis_url}")
+    if settings.embedded_workers:
+        rt.start_embedded()
+    try:
+        uvicorn.run(build_asgi(rt), host=host, port=port, log_level="warning", access_log=False)
+    finally:
+        rt.stop()

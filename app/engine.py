@@ -1,0 +1,129 @@
+"""One solve as the service runs it: encode, predict (maybe), solve under the budget, fall back.
+
+Stages are timed into ``mgmatch_stage_duration_seconds`` (encode, inference, solve, end_to_end).
+A method that needs a predictor (``mgmatch``, ``bgcn``) gets it through a deadline: when the
+predictor is missing, failing or later than ``PREDICT_SHARE`` of the budget, the solve falls back
+to the plan's model-free ``fallback_method`` within the same deadline, counts
+``mgmatch_predictor_fallback_total`` and says so on the Solution (``fallback``: the reason).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from typing import Any
+
+from mgmatch.core.errors import InvalidInput
+from mgmatch.core.instance import Instance
+from mgmatch.core.problem import Problem
+from mgmatch.core.solution import Solution
+from mgmatch.solvers.base import Budget, get_solver, methods
+
+from . import metrics
+from .ab import Plan
+from .models_hub import PREDICTOR_METHODS, EngagementModels, PredictorDown, Predictors
+
+log = logging.getLogger("mgmatch.engine")
+
+#: the predictor must answer within this share of the budget, else the solve falls back
+PREDICT_SHARE = 0.5
+SEEDED_METHODS = ("random", "local-search", "eomm")
+
+
+class _DeadlinePredictor:
+    """What a solver sees: the shared (batching or remote) predictor behind a per-solve deadline."""
+
+    def __init__(self, backend: Any, timeout_s: float, labels: tuple[str, str, str]):
+        self.backend, self.timeout_s, self.labels = backend, timeout_s, labels
+        self.version = backend.version
+
+    def predict(self, problems: list[Problem]):
+        t0 = time.perf_counter()
+        try:
+            out = self.backend.predict(problems, timeout_s=self.timeout_s)
+        finally:
+            metrics.STAGE_SECONDS.labels("inference", *self.labels).observe(time.perf_counter() - t0)
+        self.version = getattr(self.backend, "version", self.version)
+        return out
+
+
+class Engine:
+    """Binds models, predictors and solvers; thread-safe (one Engine per process)."""
+
+    def __init__(self, engagement: EngagementModels, predictors: Predictors | Any | None,
+                 default_model: str | None = None):
+        self.engagement = engagement
+        self.predictors = predictors
+        self.default_model = default_model
+        self._known = methods()
+        self._warned: dict[tuple[str, str], float] = {}
+
+    def check_method(self, method: str, field: str = "method") -> None:
+        if method not in self._known:
+            raise InvalidInput(field, f"unknown method {method!r}; expected one of {', '.join(self._known)}")
+
+    def problem(self, instance: Instance, model_name: str | None) -> Problem:
+        name = model_name or instance.engagement_model or self.default_model
+        if name is None:
+            from mgmatch.core.presets import resolve_model
+
+            name, model = resolve_model(instance)
+        else:
+            try:
+                model = self.engagement.get(name)
+            except InvalidInput as err:
+                raise InvalidInput("engagement_model", err.message) from None
+        problem = Problem(instance, model, model_name=name)
+        _ = problem.embeddings, problem.compiled, problem.checker  # encode now, not inside the budget's solve
+        return problem
+
+    def solve(self, instance: Instance, plan: Plan, pool: str, seed: int = 0, start: float | None = None) -> Solution:
+        """Solve one candidate pool under ``plan``; ``start`` (perf_counter) opens the budget."""
+        t0 = time.perf_counter() if start is None else start
+        arm = plan.arm or metrics.NO_ARM
+        self.check_method(plan.method)
+        with metrics.stage("encode", pool, plan.method, arm):
+            problem = self.problem(instance, plan.engagement_model)
+        budget = Budget(plan.time_budget_ms, t0)
+        method, fallback_reason, predictor_version = plan.method, None, None
+        sol: Solution | None = None
+        if method in PREDICTOR_METHODS:
+            name = plan.predictor or f"{problem.model_name}{PREDICTOR_METHODS[method]}"
+            try:
+                if self.predictors is None:
+                    raise PredictorDown("unavailable", "no predictor configured in this process")
+                backend = self.predictors.get(name)
+                left = budget.left_s()
+                pred = _DeadlinePredictor(backend, max(0.001, (left or 1.0) * PREDICT_SHARE), (pool, method, arm))
+                solver = get_solver(method, predictor=pred)
+                with metrics.stage("solve", pool, method, arm):
+                    sol = solver.solve(problem, budget)
+                predictor_version = pred.version
+            except PredictorDown as err:
+                fallback_reason = err.reason
+                now = time.monotonic()
+                if now - self._warned.get((pool, err.reason), -1e9) > 60:  # once a minute per pool and reason
+                    self._warned[(pool, err.reason)] = now
+                    log.warning("pool %s: %s falls back to %s: %s", pool, method, plan.fallback_method, err)
+        if sol is None:
+            if fallback_reason is not None:
+                metrics.FALLBACKS.labels(pool, plan.method, fallback_reason).inc()
+                method = plan.fallback_method
+            opts = {"seed": seed} if method in SEEDED_METHODS else {}
+            solver = get_solver(method, **opts)
+            with metrics.stage("solve", pool, method, arm):
+                sol = solver.solve(problem, budget)
+        extra: dict[str, Any] = {"arm": plan.arm, "engagement_model": problem.model_name,
+                                 "model_version": predictor_version or self.engagement.version(problem.model_name)}
+        if fallback_reason is not None:
+            extra["fallback"] = fallback_reason
+        sol = sol.model_copy(update=extra)
+        metrics.record_solution(pool, method, arm, sol.status, sol.objective, sol.gap)
+        metrics.STAGE_SECONDS.labels("end_to_end", pool, method, arm).observe(time.perf_counter() - t0)
+        return sol
+
+
+def seed_of(text: str) -> int:
+    """A stable seed from a match or request id."""
+    return zlib.crc32(text.encode())

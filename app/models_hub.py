@@ -1,0 +1,306 @@
+"""Engagement models and solution predictors for the service: pinned files, hot reload, batching.
+
+- Engagement models: the shipped presets (package data) or JSON files named in the config, each
+  with a pinned SHA-256.
+- Predictors (ONNX, for ``mgmatch``/``bgcn``): files named in the config, pinned by the config's
+  SHA-256 or, when the config pins none, by the exporter's sidecar ``<model>.json`` (its
+  ``sha256``); else the shipped predictor of that name (``mgmatch.models.runtime``). A file is
+  re-checked every ``models.reload_interval_s``: a new export whose digest matches its pin is
+  swapped in without a restart (its version appears on responses and on ``mgmatch_model_info``);
+  one that does not match is refused and the old version keeps serving.
+- :class:`BatchingPredictor` gathers concurrent ``predict`` calls into one call of the network
+  (up to ``max_batch`` problems or ``max_wait_ms``), which is what a GPU wants.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mgmatch.core.engagement import EngagementModel, parse_engagement
+from mgmatch.core.errors import InvalidInput
+
+from . import metrics
+from .config import ModelFile, ModelsConfig, sha256_file
+
+log = logging.getLogger("mgmatch.models")
+
+#: predictor file name suffix per method, as in app/resolve.py (mgmatch → "<model>", bgcn → "<model>-bgcn")
+PREDICTOR_METHODS = {"mgmatch": "", "bgcn": "-bgcn"}
+
+
+class PredictorDown(RuntimeError):
+    """The predictor cannot answer (not loadable, failing, or late). ``reason`` labels the metric."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+# --------------------------------------------------------------------------- engagement models
+
+
+class EngagementModels:
+    """Name → engagement model: config files (pinned) first, then the shipped presets."""
+
+    def __init__(self, config: ModelsConfig):
+        self._files = {m.name: m for m in config.engagement}
+        self._cache: dict[str, EngagementModel] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> EngagementModel:
+        with self._lock:
+            if name in self._cache:
+                return self._cache[name]
+        if name in self._files:
+            model = _load_engagement_file(self._files[name])
+        else:
+            from mgmatch.core.presets import load_model
+
+            model = load_model(name)
+        with self._lock:
+            self._cache[name] = model
+        metrics.set_model_version("engagement", name, _engagement_version(model, name))
+        return model
+
+    def version(self, name: str) -> str:
+        return _engagement_version(self.get(name), name)
+
+
+def _engagement_version(model: EngagementModel, name: str) -> str:
+    tr = model.training or {}
+    return str(tr.get("version") or tr.get("sha256") or model.name or name)
+
+
+def _load_engagement_file(entry: ModelFile) -> EngagementModel:
+    path = Path(entry.path)
+    if path.suffix != ".json":
+        raise InvalidInput(f"models.engagement[{entry.name}].path", "engagement models load from JSON files only")
+    if entry.sha256 is None:
+        raise InvalidInput(f"models.engagement[{entry.name}].sha256", "an engagement model file needs a pinned sha256")
+    if not path.exists():
+        raise InvalidInput(f"models.engagement[{entry.name}].path", f"no such file {path}")
+    digest = sha256_file(path)
+    if digest != entry.sha256:
+        raise InvalidInput(f"models.engagement[{entry.name}].sha256", f"file digest {digest} does not match the pin")
+    model = parse_engagement(json.loads(path.read_text()), str(path))
+    model = model.model_copy(update={"name": entry.name,
+                                     "training": {**(model.training or {}), "sha256": digest[:12]}})
+    model.model_post_init(None)
+    return model
+
+
+# --------------------------------------------------------------------------- predictors
+
+
+def _pin_for(entry: ModelFile) -> str | None:
+    if entry.sha256 is not None:
+        return entry.sha256
+    sidecar = Path(entry.path).with_suffix(".json")
+    try:
+        return json.loads(sidecar.read_text()).get("sha256")
+    except (OSError, ValueError):
+        return None
+
+
+def _load_onnx(entry: ModelFile) -> tuple[Any, str]:
+    """Load a pinned ONNX predictor; returns (predictor, digest)."""
+    path = Path(entry.path)
+    if path.suffix != ".onnx":
+        raise PredictorDown("rejected", f"{path}: predictors load from .onnx files only")
+    pin = _pin_for(entry)
+    if pin is None:
+        raise PredictorDown("rejected", f"{path}: no pinned sha256 (config or sidecar {path.with_suffix('.json').name})")
+    if not path.exists():
+        raise PredictorDown("unavailable", f"{path}: no such file")
+    digest = sha256_file(path)
+    if digest != pin:
+        raise PredictorDown("rejected", f"{path}: digest {digest[:12]}… does not match the pin {pin[:12]}…")
+    try:
+        from mgmatch.models.runtime import OnnxPredictor
+    except ImportError as err:  # the runtime is not installed in this image
+        raise PredictorDown("unavailable", f"predictor runtime unavailable: {err}") from None
+    try:
+        return OnnxPredictor(str(path), sha256=pin), digest
+    except (InvalidInput, OSError, ValueError, RuntimeError) as err:  # bad sidecar, feature version, onnx load
+        raise PredictorDown("rejected", f"{path}: {err}") from None
+
+
+class BatchingPredictor:
+    """Wraps a predictor; concurrent ``predict`` calls are served by one batched call.
+
+    ``inner`` can be swapped at any time (hot reload); a batch in flight finishes on the old one.
+    """
+
+    def __init__(self, inner: Any, name: str, max_batch: int = 32, max_wait_ms: float = 2.0):
+        self.inner = inner
+        self.name = name
+        self.max_batch = max_batch
+        self.max_wait_s = max_wait_ms / 1e3
+        self._q: queue.Queue[tuple[list, Future]] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name=f"predictor-{name}", daemon=True)
+        self._thread.start()
+
+    @property
+    def version(self) -> str:
+        return str(getattr(self.inner, "version", self.name))
+
+    def predict(self, problems: list, timeout_s: float | None = None) -> list[np.ndarray]:
+        fut: Future = Future()
+        self._q.put((problems, fut))
+        try:
+            return fut.result(timeout=timeout_s)
+        except FutureTimeout:
+            fut.cancel()
+            raise PredictorDown("late", f"predictor {self.name} did not answer within {timeout_s:.3f}s") from None
+
+    def _run(self) -> None:
+        while True:
+            first = self._q.get()
+            batch = [first]
+            n = len(first[0])
+            deadline = time.perf_counter() + self.max_wait_s
+            while n < self.max_batch:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    break
+                try:
+                    item = self._q.get(timeout=left)
+                except queue.Empty:
+                    break
+                batch.append(item)
+                n += len(item[0])
+            live = [(probs, fut) for probs, fut in batch if fut.set_running_or_notify_cancel()]
+            if not live:
+                continue
+            problems = [p for probs, _ in live for p in probs]
+            metrics.INFERENCE_BATCH.observe(len(problems))
+            try:
+                out = self.inner.predict(problems)
+            except Exception as err:  # the network failed: every caller falls back
+                for _, fut in live:
+                    fut.set_exception(PredictorDown("error", f"predictor {self.name} failed: {err}"))
+                continue
+            k = 0
+            for probs, fut in live:
+                fut.set_result(out[k:k + len(probs)])
+                k += len(probs)
+
+
+@dataclass
+class _Watched:
+    entry: ModelFile
+    stamp: tuple[float, int]
+    digest: str
+
+
+class Predictors:
+    """Name → batching predictor, loaded on first use, files re-checked for new versions."""
+
+    def __init__(self, config: ModelsConfig, max_batch: int = 32, max_wait_ms: float = 2.0):
+        self._files = {m.name: m for m in config.predictors}
+        self._loaded: dict[str, BatchingPredictor] = {}
+        self._watched: dict[str, _Watched] = {}
+        self._failed: dict[str, tuple[float, PredictorDown]] = {}
+        self._lock = threading.Lock()
+        self.max_batch, self.max_wait_ms = max_batch, max_wait_ms
+        self.reload_interval_s = config.reload_interval_s
+        self._stop = threading.Event()
+        self._watcher: threading.Thread | None = None
+
+    def get(self, name: str) -> BatchingPredictor:
+        with self._lock:
+            if name in self._loaded:
+                return self._loaded[name]
+            failed = self._failed.get(name)
+            if failed is not None and time.monotonic() - failed[0] < self.reload_interval_s:
+                raise failed[1]
+        try:
+            inner, watched = self._load(name)
+        except PredictorDown as err:
+            with self._lock:
+                self._failed[name] = (time.monotonic(), err)
+            metrics.MODEL_RELOADS.labels("predictor", name, err.reason).inc()
+            raise
+        with self._lock:
+            if name not in self._loaded:
+                self._loaded[name] = BatchingPredictor(inner, name, self.max_batch, self.max_wait_ms)
+                if watched is not None:
+                    self._watched[name] = watched
+                metrics.MODEL_RELOADS.labels("predictor", name, "loaded").inc()
+                metrics.set_model_version("predictor", name, self._loaded[name].version)
+            return self._loaded[name]
+
+    def _load(self, name: str) -> tuple[Any, _Watched | None]:
+        if name in self._files:
+            entry = self._files[name]
+            inner, digest = _load_onnx(entry)
+            st = Path(entry.path).stat()
+            return inner, _Watched(entry, (st.st_mtime, st.st_size), digest)
+        try:
+            from mgmatch.models.runtime import load_predictor
+        except ImportError as err:
+            raise PredictorDown("unavailable", f"predictor runtime unavailable: {err}") from None
+        try:
+            return load_predictor(name), None
+        except (InvalidInput, OSError, ValueError) as err:
+            raise PredictorDown("unavailable", f"predictor {name!r}: {err}") from None
+
+    def versions(self) -> dict[str, str]:
+        with self._lock:
+            return {k: v.version for k, v in self._loaded.items()}
+
+    def check_reload(self) -> list[str]:
+        """Swap in new versions of watched files whose digest matches the pin; returns names reloaded."""
+        reloaded = []
+        with self._lock:
+            items = list(self._watched.items())
+        for name, w in items:
+            path = Path(w.entry.path)
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            if (st.st_mtime, st.st_size) == w.stamp:
+                continue
+            try:
+                inner, digest = _load_onnx(w.entry)
+            except PredictorDown as err:
+                log.warning("model %s not reloaded: %s", name, err)
+                metrics.MODEL_RELOADS.labels("predictor", name, err.reason).inc()
+                w.stamp = (st.st_mtime, st.st_size)
+                continue
+            w.stamp, w.digest = (st.st_mtime, st.st_size), digest
+            with self._lock:
+                self._loaded[name].inner = inner
+            metrics.MODEL_RELOADS.labels("predictor", name, "loaded").inc()
+            metrics.set_model_version("predictor", name, self._loaded[name].version)
+            reloaded.append(name)
+        return reloaded
+
+    def start_watcher(self) -> None:
+        if self._watcher is not None:
+            return
+
+        def loop() -> None:
+            while not self._stop.wait(self.reload_interval_s):
+                try:
+                    self.check_reload()
+                except Exception:  # never let the watcher die
+                    log.exception("model reload check failed")
+
+        self._watcher = threading.Thread(target=loop, name="model-watcher", daemon=True)
+        self._watcher.start()
+
+    def stop(self) -> None:
+        self._stop.set()

@@ -1,0 +1,174 @@
+"""Request guard (pure ASGI, cheap): body size limit, API keys or HMAC signatures, rate limits, HTTP metrics.
+
+Authentication, when configured (``MGMATCH_API_KEYS`` and/or ``MGMATCH_HMAC_SECRET``), applies to
+``/v1/*``; a request passes with a known key in ``X-API-Key`` (or ``Authorization: Bearer``) or
+with a valid signature::
+
+    X-MGMatch-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<METHOD>.<path>.<body>")>
+
+within ``MGMATCH_HMAC_MAX_SKEW_S`` of the server clock. Rate limits are token buckets per client
+(API key, else the peer address). Refusals are JSON ``{"error": {"field", "message"}}`` with 401,
+413 or 429, counted in ``mgmatch_http_rejected_total``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+import time
+
+from . import metrics
+from .settings import Settings
+
+OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/docs", "/redoc", "/openapi.json")
+
+
+def sign(secret: str, method: str, path: str, body: bytes, t: float | None = None) -> str:
+    """The X-MGMatch-Signature header value for a request (what a game server sends)."""
+    ts = str(int(time.time() if t is None else t))
+    mac = hmac.new(secret.encode(), f"{ts}.{method.upper()}.{path}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={ts},v1={mac}"
+
+
+def verify(secret: str, header: str, method: str, path: str, body: bytes, max_skew_s: float) -> bool:
+    try:
+        parts = dict(p.split("=", 1) for p in header.split(","))
+        ts = int(parts["t"])
+        given = parts["v1"]
+    except (KeyError, ValueError):
+        return False
+    if abs(time.time() - ts) > max_skew_s:
+        return False
+    want = hmac.new(secret.encode(), f"{ts}.{method.upper()}.{path}.".encode() + body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(want, given)
+
+
+class TokenBuckets:
+    """``rate`` tokens per second up to ``burst``, one bucket per client key."""
+
+    def __init__(self, rate: float, burst: float, max_clients: int = 100_000):
+        self.rate, self.burst, self.max_clients = rate, burst, max_clients
+        self._b: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: str, now: float | None = None) -> float:
+        """0.0 if allowed, else seconds until a token is available."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            tokens, last = self._b.get(key, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - last) * self.rate)
+            if tokens >= 1.0:
+                self._b[key] = (tokens - 1.0, now)
+                return 0.0
+            self._b[key] = (tokens, now)
+            if len(self._b) > self.max_clients:
+                self._b.clear()
+            return (1.0 - tokens) / self.rate
+
+
+def _json(status: int, field: str, message: str, extra_headers: list | None = None):
+    body = json.dumps({"error": {"field": field, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    return status, headers + (extra_headers or []), body
+
+
+class Guard:
+    """ASGI middleware in front of the FastAPI app."""
+
+    def __init__(self, app, settings: Settings):
+        self.app = app
+        self.s = settings
+        self.keys = {k.encode() for k in settings.api_keys}
+        self.buckets = TokenBuckets(settings.rate_limit_per_s, settings.rate_limit_burst) if settings.rate_limit_per_s > 0 else None
+
+    async def _send_error(self, send, status, headers, body):
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        t0 = time.perf_counter()
+        path = scope["path"]
+        state = {"code": 500}
+
+        async def send_wrapper(message):
+            if message["type"] == "http.response.start":
+                state["code"] = message["status"]
+            await send(message)
+
+        try:
+            if path.startswith(OPEN_PATHS) or not path.startswith("/v1/"):
+                return await self.app(scope, receive, send_wrapper)
+            headers = dict(scope["headers"])
+            # body: refuse early on a declared length, else read and count
+            declared = headers.get(b"content-length")
+            if declared is not None and declared.isdigit() and int(declared) > self.s.max_body_bytes:
+                metrics.HTTP_REJECTED.labels("body_too_large").inc()
+                return await self._send_error(send_wrapper, *_json(413, "body", f"request body over {self.s.max_body_bytes} bytes"))
+            chunks, size = [], 0
+            while True:
+                msg = await receive()
+                if msg["type"] == "http.disconnect":
+                    return
+                chunk = msg.get("body", b"")
+                size += len(chunk)
+                if size > self.s.max_body_bytes:
+                    metrics.HTTP_REJECTED.labels("body_too_large").inc()
+                    return await self._send_error(send_wrapper, *_json(413, "body", f"request body over {self.s.max_body_bytes} bytes"))
+                chunks.append(chunk)
+                if not msg.get("more_body", False):
+                    break
+            body = b"".join(chunks)
+            client = self._authenticate(headers, scope, body)
+            if client is None:
+                metrics.HTTP_REJECTED.labels("unauthorized").inc()
+                return await self._send_error(send_wrapper, *_json(401, "authorization",
+                                                                   "missing or invalid API key / request signature"))
+            if self.buckets is not None:
+                wait = self.buckets.take(client)
+                if wait > 0:
+                    metrics.HTTP_REJECTED.labels("rate_limited").inc()
+                    return await self._send_error(send_wrapper, *_json(
+                        429, "rate", f"rate limit {self.s.rate_limit_per_s:g}/s exceeded",
+                        [(b"retry-after", str(max(1, int(wait + 0.999))).encode())]))
+            sent = False
+
+            async def replay():
+                nonlocal sent
+                if not sent:
+                    sent = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
+
+            return await self.app(scope, replay, send_wrapper)
+        finally:
+            route = scope.get("route")
+            label = getattr(route, "path", None) or ("other" if path.startswith("/v1/") else path)
+            if len(label) > 64:
+                label = "other"
+            metrics.HTTP_REQUESTS.labels(label, str(state["code"])).inc()
+            metrics.HTTP_SECONDS.labels(label).observe(time.perf_counter() - t0)
+
+    def _authenticate(self, headers: dict, scope, body: bytes) -> str | None:
+        """The client identity when the request may pass, else None."""
+        peer = scope.get("client")
+        anon = f"ip:{peer[0]}" if peer else "ip:?"
+        if not self.keys and not self.s.hmac_secret:
+            return anon
+        key = headers.get(b"x-api-key")
+        if key is None:
+            auth = headers.get(b"authorization", b"")
+            if auth[:7].lower() == b"bearer ":
+                key = auth[7:].strip()
+        if key is not None and self.keys and any(hmac.compare_digest(key, k) for k in self.keys):
+            return "key:" + hashlib.sha256(key).hexdigest()[:16]
+        sig = headers.get(b"x-mgmatch-signature")
+        if sig is not None and self.s.hmac_secret:
+            raw_path = scope.get("raw_path") or scope["path"].encode()
+            if verify(self.s.hmac_secret, sig.decode("latin-1"), scope["method"], raw_path.decode("latin-1"), body,
+                      self.s.hmac_max_skew_s):
+                return anon
+        return None

@@ -1,0 +1,53 @@
+"""Process settings (environment, prefix ``MGMATCH_``), typed, validated and read once.
+
+What a process is (store, Redis address, limits, credentials) comes from the environment; what the
+matchmaking does (pools, experiments, models) comes from the YAML config named by ``config``
+(see :mod:`mgmatch.app.config`). Both are read once at start-up and injected.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything a service or worker process reads from its environment."""
+
+    model_config = SettingsConfigDict(env_prefix="MGMATCH_", extra="ignore", validate_default=True)
+
+    config: Path | None = Field(default=None, description="YAML service config; None = the built-in 3v3 and 12v12 pools.")
+    store: Literal["memory", "redis"] = Field(default="memory", description="Ticket store backend.")
+    redis_url: str = Field(default="redis://127.0.0.1:6379/0", description="Redis URL for store=redis.")
+    key_prefix: str = Field(default="mgm", pattern=r"^[A-Za-z0-9_.:-]{1,32}$",
+                            description="Prefix of every Redis key (one deployment per prefix).")
+    embedded_workers: bool = Field(default=True, description="Run matchmaker/solver/inference inside the API process.")
+    # --- security and limits
+    api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list,
+                                                     description="Accepted API keys (comma-separated); empty = no key check.")
+    hmac_secret: str | None = Field(default=None, description="Shared secret for HMAC-signed requests.")
+    hmac_max_skew_s: float = Field(default=300.0, gt=0)
+    max_body_bytes: int = Field(default=1_000_000, ge=1024, description="Largest accepted request body.")
+    max_solve_players: int = Field(default=100, ge=2, le=1000, description="Largest candidate pool for /v1/solve.")
+    max_time_limit_ms: float = Field(default=10_000.0, gt=0, description="Largest time budget a request may ask for.")
+    rate_limit_per_s: float = Field(default=0.0, ge=0, description="Requests per second per client; 0 = unlimited.")
+    rate_limit_burst: float = Field(default=200.0, ge=1)
+    # --- workers
+    metrics_port: int = Field(default=9100, ge=0, le=65535, description="Prometheus port of a worker process (0 = none).")
+    worker_id: str | None = Field(default=None, description="Consumer name in the stream groups (default host-pid).")
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, v):
+        if isinstance(v, str):
+            return [k.strip() for k in v.split(",") if k.strip()]
+        return v
+
+
+def load_settings(**overrides) -> Settings:
+    """Read the environment once; keyword overrides (from CLI flags) win over it."""
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})

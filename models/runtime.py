@@ -1,0 +1,123 @@
+"""The runtime solution predictor: encoded graph → ONNX network → P [N, D]. No torch.
+
+Imports only onnxruntime, numpy, :mod:`mgmatch.core` and the numpy graph encoder, so the service
+image runs it without torch. :class:`OnnxPredictor` implements the fast solver's ``Predictor``
+protocol (``version``, ``predict(problems)``); a batch of problems is scored in one
+``session.run`` on the batched graph. CUDA is used when onnxruntime offers it, else the CPU.
+
+Shipped models live in ``models/shipped/<name>.onnx`` with a ``<name>.json`` sidecar
+(``mgmatch-predictor/v1``, see :mod:`mgmatch.models.export`); :func:`load_predictor` resolves a
+name ("3v3", "12v12", "3v3-bgcn", …) or a path, and checks the file's SHA-256 against the pin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from mgmatch.core.errors import InvalidInput
+from mgmatch.core.problem import Problem
+
+from .encoder import FEATURE_VERSION, batch, encode
+
+SHIPPED = Path(__file__).resolve().parent / "shipped"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def providers() -> list[str]:
+    """CUDA first when this onnxruntime build has it, the CPU always."""
+    avail = ort.get_available_providers()
+    return (["CUDAExecutionProvider"] if "CUDAExecutionProvider" in avail else []) + ["CPUExecutionProvider"]
+
+
+class OnnxPredictor:
+    """A trained solution-prediction network behind onnxruntime.
+
+    Args:
+        path: the ``.onnx`` file; its sidecar ``.json`` beside it (architecture, encoding, …).
+        sha256: when given, the file's SHA-256 must equal it (else InvalidInput).
+        threads: onnxruntime intra-op threads on the CPU.
+    """
+
+    def __init__(self, path: str | Path, sha256: str | None = None, threads: int = 1):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise InvalidInput("predictor", f"no model file {str(self.path)!r}")
+        side = self.path.with_suffix(".json")
+        if not side.is_file():
+            raise InvalidInput("predictor", f"model {self.path.name} has no sidecar {side.name}")
+        try:
+            self.meta = json.loads(side.read_text())
+        except json.JSONDecodeError as err:
+            raise InvalidInput(str(side), f"not valid JSON: {err.msg}") from None
+        if self.meta.get("feature_version") != FEATURE_VERSION:
+            raise InvalidInput("predictor", f"{self.path.name} was trained on features "
+                                            f"{self.meta.get('feature_version')!r}; this encoder makes {FEATURE_VERSION!r}")
+        self.sha256 = _sha256(self.path)
+        if sha256 is not None and sha256.lower() != self.sha256:
+            raise InvalidInput("predictor", f"{self.path.name}: SHA-256 {self.sha256} does not match the pinned {sha256}")
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = max(1, threads)
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 3
+        self.session = ort.InferenceSession(str(self.path), sess_options=opts, providers=providers())
+        self.inputs = {i.name for i in self.session.get_inputs()}
+        self.encoding: str = self.meta["encoding"]
+        self.teams: int = int(self.meta["teams"])
+        self.emb_dim: int = int(self.meta["emb_dim"])
+        self.version: str = self.meta.get("version") or f"{self.path.stem}@{self.sha256[:12]}"
+
+    @property
+    def device(self) -> str:
+        return "cuda" if "CUDAExecutionProvider" in self.session.get_providers() else "cpu"
+
+    def _check(self, k: int, problem: Problem) -> None:
+        if problem.instance.teams != self.teams:
+            raise InvalidInput(f"problems[{k}].teams", f"predictor {self.version} scores {self.teams} teams, "
+                                                      f"the instance has {problem.instance.teams}")
+        if problem.model.embed_dim != self.emb_dim:
+            raise InvalidInput(f"problems[{k}].engagement_model",
+                               f"predictor {self.version} reads {self.emb_dim}-wide player embeddings, "
+                               f"the engagement model makes {problem.model.embed_dim}")
+
+    def predict(self, problems: list[Problem]) -> list[np.ndarray]:
+        """P [N, D] per problem, all problems in one ``session.run``."""
+        if not problems:
+            return []
+        for k, pr in enumerate(problems):
+            self._check(k, pr)
+        gb = batch([encode(pr, self.encoding) for pr in problems])
+        feed = {k: v for k, v in gb.inputs().items() if k in self.inputs}
+        (p,) = self.session.run(["p"], feed)
+        return [a.astype(np.float64) for a in gb.split(p)]
+
+
+def shipped_names() -> list[str]:
+    """Names of the shipped predictors (``models/shipped/<name>.onnx``)."""
+    if not SHIPPED.is_dir():
+        return []
+    return sorted(p.stem for p in SHIPPED.glob("*.onnx") if p.with_suffix(".json").is_file())
+
+
+def load_predictor(name_or_path: str | Path, threads: int = 1) -> OnnxPredictor:
+    """A shipped predictor by name (its sidecar's SHA-256 pinned), or any ``.onnx`` by path."""
+    s = str(name_or_path)
+    if s in shipped_names():
+        path = SHIPPED / f"{s}.onnx"
+        pin = json.loads(path.with_suffix(".json").read_text()).get("sha256")
+        return OnnxPredictor(path, sha256=pin, threads=threads)
+    p = Path(s)
+    if p.suffix == ".onnx" or p.is_file():
+        return OnnxPredictor(p, threads=threads)
+    raise InvalidInput("predictor", f"unknown predictor {s!r}; shipped: {', '.join(shipped_names()) or 'none'}")

@@ -1,0 +1,296 @@
+"""The quality benchmark (paper Table 2 and Figure 5): every method against the exact optimum.
+
+On held-out instances of a preset (``generate_instances(preset, count, seed)``; use a seed that
+differs from the training labels'), each method runs under the same wall-clock budget. Per method:
+
+- ``mean_objective`` — mean engagement over instances where it returned an assignment;
+- ``mean_gap`` — mean of (reference − objective) / |reference| over ALL instances, an instance
+  without a (checker-feasible) answer counting as gap 1 (the paper counts its objective as 0);
+  ``mean_gap_found`` is the same over answered instances only;
+- ``mean_time_ms`` / ``p99_time_ms`` — wall time of ``solve`` measured around the call;
+- ``feasible_rate`` — share of instances answered with an assignment the checker accepts;
+  ``violations`` counts answers the checker rejects (must be 0).
+
+The reference per instance is the ``exact`` solver's optimum (proven within
+``exact_time_limit_s``); where it is not proven, the best objective any method or the exact
+solve found, with the exact solve's dual bound recorded (``reference: "best_known"``).
+
+The progress plot (Figure 5) runs the plotted methods (SCIP and MGMatch by default) at a ladder of
+time limits and draws mean objective against mean solve time, with the mean optimum as a line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mgmatch.core.problem import Problem
+from mgmatch.core.solution import team_of_from_teams
+from mgmatch.solvers.base import Budget, Solver, get_solver
+
+SolverFactory = Callable[[str, Problem], Solver]
+PROGRESS_METHODS = ("scip", "mgmatch")
+DEFAULT_LADDER_MS = (10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
+
+
+def default_factory(method: str, problem: Problem) -> Solver:
+    return get_solver(method)
+
+
+@dataclass
+class Run:
+    method: str
+    index: int
+    status: str
+    objective: float | None
+    feasible: bool
+    violated: bool
+    time_ms: float
+    gap: float | None = None
+
+
+@dataclass
+class Reference:
+    index: int
+    objective: float | None
+    bound: float | None
+    status: str
+    kind: str  # optimal | best_known | none
+    time_ms: float
+
+
+@dataclass
+class QualityResult:
+    preset: str
+    count: int
+    seed: int
+    time_limit_ms: float
+    methods: list[str]
+    references: list[Reference]
+    runs: list[Run]
+    progress: dict[str, list[dict]] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, dict]:
+        out = {}
+        for m in self.methods:
+            rs = [r for r in self.runs if r.method == m]
+            found = [r for r in rs if r.feasible]
+            gaps_all = [(r.gap if r.feasible and r.gap is not None else 1.0) for r in rs
+                        if self.references[r.index].objective is not None]
+            gaps_found = [r.gap for r in found if r.gap is not None]
+            times = np.asarray([r.time_ms for r in rs]) if rs else np.zeros(1)
+            out[m] = {
+                "instances": len(rs),
+                "mean_objective": _mean([r.objective for r in found]),
+                "mean_gap": _mean(gaps_all),
+                "mean_gap_found": _mean(gaps_found),
+                "mean_time_ms": round(float(times.mean()), 3),
+                "p99_time_ms": round(float(np.percentile(times, 99)), 3),
+                "max_time_ms": round(float(times.max()), 3),
+                "feasible_rate": round(len(found) / len(rs), 4) if rs else None,
+                "violations": sum(r.violated for r in rs),
+            }
+        return out
+
+    def to_json(self) -> dict:
+        refs = [r for r in self.references if r.objective is not None]
+        return {
+            "benchmark": "quality",
+            "preset": self.preset, "count": self.count, "seed": self.seed,
+            "time_limit_ms": self.time_limit_ms,
+            "reference": {
+                "mean_objective": _mean([r.objective for r in refs]),
+                "proven_optimal": sum(r.kind == "optimal" for r in self.references),
+                "mean_time_ms": _mean([r.time_ms for r in self.references]),
+            },
+            "methods": self.summary(),
+            "instances": [
+                {"index": ref.index, "reference": ref.objective, "reference_kind": ref.kind, "bound": ref.bound,
+                 "exact_time_ms": round(ref.time_ms, 3),
+                 "runs": {r.method: {"status": r.status, "objective": r.objective, "gap": r.gap,
+                                     "feasible": r.feasible, "time_ms": round(r.time_ms, 3)}
+                          for r in self.runs if r.index == ref.index}}
+                for ref in self.references
+            ],
+            "progress": self.progress,
+        }
+
+    def markdown(self) -> str:
+        s = self.summary()
+        ref = self.to_json()["reference"]
+        lines = [
+            f"### Quality: {self.preset}, {self.count} held-out instances (seed {self.seed}), "
+            f"budget {self.time_limit_ms:g} ms",
+            "",
+            f"Reference: exact optimum (proven on {ref['proven_optimal']}/{self.count}), "
+            f"mean objective {_fmt(ref['mean_objective'])}, mean exact time {_fmt(ref['mean_time_ms'], 0)} ms.",
+            "",
+            "| method | objective | gap (all) | gap (answered) | mean time ms | p99 time ms | feasible | violations |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for m in self.methods:
+            r = s[m]
+            lines.append(f"| {m} | {_fmt(r['mean_objective'])} | {_pct(r['mean_gap'])} | {_pct(r['mean_gap_found'])} | "
+                         f"{r['mean_time_ms']:.1f} | {r['p99_time_ms']:.1f} | {_pct(r['feasible_rate'], 1)} | "
+                         f"{r['violations']} |")
+        return "\n".join(lines) + "\n"
+
+
+def _mean(xs: Sequence[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return round(float(np.mean(vals)), 6) if vals else None
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def _pct(x: float | None, digits: int = 2) -> str:
+    return "—" if x is None else f"{100 * x:.{digits}f}%"
+
+
+def _gap(obj: float | None, ref: float | None) -> float | None:
+    if obj is None or ref is None:
+        return None
+    return max(0.0, (ref - obj) / max(abs(ref), 1e-9))
+
+
+def run_once(solver: Solver, problem: Problem, method: str, index: int, time_limit_ms: float) -> Run:
+    """One timed solve; the answer is re-checked by the checker here."""
+    t0 = time.perf_counter()
+    sol = solver.solve(problem, Budget.of(time_limit_ms))
+    ms = (time.perf_counter() - t0) * 1e3
+    feasible = violated = False
+    obj = None
+    if sol.has_assignment:
+        t = team_of_from_teams(problem.instance, sol.teams)
+        ok = bool(problem.checker.feasible(t[None])[0])
+        feasible, violated = ok, not ok
+        obj = problem.objective(t) if ok else None
+    return Run(method, index, sol.status, obj, feasible, violated, ms)
+
+
+def problems_for(preset: str, count: int, seed: int) -> list[Problem]:
+    from mgmatch.core.presets import generate_instances, resolve_model
+
+    out = []
+    for inst in generate_instances(preset, count, seed):
+        name, model = resolve_model(inst)
+        out.append(Problem(inst, model, model_name=name))
+    return out
+
+
+def run_quality(preset: str, methods: Sequence[str], time_limit_ms: float, count: int, seed: int,
+                exact_time_limit_s: float = 60.0, factory: SolverFactory = default_factory,
+                progress_methods: Sequence[str] = PROGRESS_METHODS,
+                ladder_ms: Sequence[float] = DEFAULT_LADDER_MS,
+                log: Callable[[str], None] | None = None) -> QualityResult:
+    """Run the benchmark; see the module docstring.
+
+    Args:
+        factory: builds the solver of a method, once, from the first problem (the CLI passes one
+            that loads the shipped predictors for mgmatch/bgcn); it may raise for a method that
+            is unavailable. The same solver then serves every instance of the preset.
+        progress_methods: methods drawn in the progress plot (those also in ``methods``).
+        ladder_ms: time limits of the progress runs.
+    """
+    problems = problems_for(preset, count, seed)
+    say = log or (lambda _m: None)
+    # build every method first: an unavailable one fails before the long exact solves
+    solvers = {m: factory(m, problems[0]) for m in methods} if problems else {}
+    refs: list[Reference] = []
+    exact = get_solver("exact")
+    for k, pr in enumerate(problems):
+        t0 = time.perf_counter()
+        sol = exact.solve(pr, Budget.of(exact_time_limit_s * 1e3))
+        ms = (time.perf_counter() - t0) * 1e3
+        kind = "optimal" if sol.status == "optimal" else ("best_known" if sol.has_assignment else "none")
+        refs.append(Reference(k, sol.objective, sol.bound, sol.status, kind, ms))
+        say(f"exact {k + 1}/{count}: {sol.status} {sol.objective} in {ms:.0f} ms")
+    if problems:  # warm-up: imports and first-call caches stay out of the timings
+        for s in solvers.values():
+            s.solve(problems[0], Budget.of(time_limit_ms))
+    runs: list[Run] = []
+    for m in methods:
+        for k, pr in enumerate(problems):
+            runs.append(run_once(solvers[m], pr, m, k, time_limit_ms))
+        say(f"{m}: done")
+    # the reference of an instance without a proven optimum is the best anyone found
+    for ref in refs:
+        if ref.kind != "optimal":
+            found = [r.objective for r in runs if r.index == ref.index and r.objective is not None]
+            if ref.objective is not None:
+                found.append(ref.objective)
+            if found:
+                ref.objective, ref.kind = max(found), "best_known"
+    for r in runs:
+        r.gap = _gap(r.objective, refs[r.index].objective)
+    res = QualityResult(preset, count, seed, time_limit_ms, list(methods), refs, runs)
+    for m in progress_methods:
+        if m not in methods:
+            continue
+        pts = []
+        for lim in ladder_ms:
+            rs = [run_once(solvers[m], pr, m, k, lim) for k, pr in enumerate(problems)]
+            objs = [r.objective if r.objective is not None else 0.0 for r in rs]
+            gaps = [(_gap(r.objective, refs[r.index].objective) if r.feasible else 1.0) for r in rs
+                    if refs[r.index].objective is not None]
+            pts.append({"time_limit_ms": lim, "mean_time_ms": round(float(np.mean([r.time_ms for r in rs])), 3),
+                        "mean_objective": round(float(np.mean(objs)), 6) if objs else None,
+                        "mean_gap": _mean(gaps), "feasible_rate": round(float(np.mean([r.feasible for r in rs])), 4)})
+            say(f"progress {m} @ {lim:g} ms: {pts[-1]}")
+        res.progress[m] = pts
+    return res
+
+
+def plot_progress(res: QualityResult, path: str | Path) -> None:
+    """Figure 5: mean objective (no answer counts 0, as in the paper) against mean solve time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+    for m, pts in res.progress.items():
+        xs = [p["mean_time_ms"] for p in pts]
+        ys = [p["mean_objective"] for p in pts]
+        ax.plot(xs, ys, marker="o", label=m)
+    opt = res.to_json()["reference"]["mean_objective"]
+    if opt is not None and math.isfinite(opt):
+        ax.axhline(opt, color="gray", linestyle="--", label="optimum (exact)")
+    ax.set_xscale("log")
+    ax.set_xlabel("mean solve time (ms, log scale)")
+    ax.set_ylabel("mean engagement objective")
+    ax.set_title(f"Solving progress, {res.preset} ({res.count} instances)")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write_outputs(res: QualityResult, out_dir: str | Path | None, json_file: str | Path | None) -> list[str]:
+    """Markdown + JSON (+ PNG when there is progress) into ``out_dir``; JSON also to ``json_file``."""
+    written = []
+    doc = res.to_json()
+    if json_file is not None:
+        Path(json_file).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_file).write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+        written.append(str(json_file))
+    if out_dir is not None:
+        d = Path(out_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        stem = f"quality-{res.preset}"
+        (d / f"{stem}.md").write_text(res.markdown())
+        (d / f"{stem}.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+        written += [str(d / f"{stem}.md"), str(d / f"{stem}.json")]
+        if res.progress:
+            plot_progress(res, d / f"progress-{res.preset}.png")
+            written.append(str(d / f"progress-{res.preset}.png"))
+    return written

@@ -1,0 +1,284 @@
+"""Training labels at scale: generate instances, solve each exactly, store the optima.
+
+``label(preset, count, seed, out)`` generates instances ``0 … count−1`` of a preset (instance i
+is ``generate_instances(preset, count, seed)[i]``: it depends only on (preset, seed, i), never on
+``count``), solves each with the ``exact`` method under a time limit, and appends one record per
+instance to the dataset in ``out`` (format in :mod:`mgmatch.pipeline.dataset`).
+
+- **Resumable.** Indexes already in the dataset are skipped; records are written one by one by
+  this (the only writing) process as solves finish, so a crash loses only the solves in flight
+  (at most ``2 × workers``).
+- **Parallel.** Local processes (:class:`concurrent.futures.ProcessPoolExecutor`, one SCIP
+  thread each, BLAS/OpenMP pinned to one thread), or a Ray cluster (``ray_address``: an address,
+  or ``"local"`` to start a local Ray with ``workers`` CPUs). Work crosses process boundaries as
+  JSON text.
+- **Time limits.** Where the optimum is out of reach within ``time_limit_s`` the record keeps the
+  best solution found, ``status: "feasible"``, ``optimal: false`` and its proven gap.
+
+Throughput (instances per core-hour) of each run is returned and appended to the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+
+from mgmatch.core.errors import InvalidInput
+
+from .dataset import (
+    DATASET_FORMAT,
+    SHARD_SIZE,
+    append_record,
+    done_indexes,
+    read_manifest,
+    records,
+    write_manifest,
+)
+
+#: solver used for labels (enumeration on tiny instances, else the big-M MIP in SCIP)
+LABEL_METHOD = "exact"
+#: in-flight jobs per worker (bounds what a crash can lose)
+INFLIGHT_PER_WORKER = 2
+
+
+def _single_thread() -> None:
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+
+
+def label_one(job_json: str) -> str:
+    """Solve one labelling job exactly; runs in a worker. JSON text in, JSON text out.
+
+    The job: ``{"index", "instance" (instance JSON), "time_limit_s"}``; the result is the
+    dataset record (see :mod:`mgmatch.pipeline.dataset`).
+    """
+    _single_thread()
+    from mgmatch.core.instance import parse_instance
+    from mgmatch.core.presets import resolve_model
+    from mgmatch.core.problem import Problem
+    from mgmatch.core.solution import team_of_from_teams
+    from mgmatch.solvers.base import Budget, get_solver
+
+    job = json.loads(job_json)
+    inst = parse_instance(job["instance"])
+    name, model = resolve_model(inst)
+    problem = Problem(inst, model, model_name=name)
+    t0 = time.perf_counter()
+    limit = job["time_limit_s"]
+    sol = get_solver(LABEL_METHOD).solve(problem, Budget.of(None if limit is None else limit * 1e3))
+    elapsed_ms = (time.perf_counter() - t0) * 1e3
+    team_of = team_of_from_teams(inst, sol.teams).tolist() if sol.has_assignment else None
+    rec = {
+        "index": job["index"],
+        "instance": job["instance"],
+        "model": name,
+        "status": sol.status,
+        "optimal": sol.status == "optimal",
+        "team_of": team_of,
+        "objective": sol.objective,
+        "bound": sol.bound,
+        "gap": sol.gap,
+        "time_ms": round(elapsed_ms, 3),
+        "method": LABEL_METHOD,
+        "time_limit_s": limit,
+    }
+    return json.dumps(rec, allow_nan=False)
+
+
+@dataclass
+class LabelRun:
+    """What one call of :func:`label` did."""
+
+    out: str
+    preset: str
+    count: int
+    done_before: int
+    labelled: int
+    optimal: int
+    feasible_only: int
+    without_solution: int
+    workers: int
+    backend: str
+    wall_s: float
+    solve_s: float
+
+    @property
+    def per_core_hour(self) -> float | None:
+        """Instances labelled per core-hour of wall time (workers × wall)."""
+        if self.labelled == 0 or self.wall_s <= 0:
+            return None
+        return self.labelled / (self.workers * self.wall_s / 3600.0)
+
+    def to_json(self) -> dict:
+        d = dict(self.__dict__)
+        d["instances_per_core_hour"] = None if self.per_core_hour is None else round(self.per_core_hour, 1)
+        d["mean_solve_s"] = round(self.solve_s / self.labelled, 4) if self.labelled else None
+        return d
+
+
+def _manifest_for(out: Path, preset: str, seed: int, count: int, time_limit_s: float | None) -> dict:
+    m = read_manifest(out)
+    if m is None:
+        return {"format": DATASET_FORMAT, "preset": preset, "seed": seed, "count": count,
+                "time_limit_s": time_limit_s, "method": LABEL_METHOD, "shard_size": SHARD_SIZE,
+                "done": 0, "optimal": 0, "runs": []}
+    for key, val in (("preset", preset), ("seed", seed)):
+        if m.get(key) != val:
+            raise InvalidInput(key, f"{out} holds a dataset with {key}={m.get(key)!r}, not {val!r}; "
+                                    "use another --out directory")
+    m["count"] = max(int(m.get("count", 0)), count)
+    m["time_limit_s"] = time_limit_s
+    return m
+
+
+def _run_local(jobs: list[str], workers: int, on_result: Callable[[str], None]) -> None:
+    if workers == 1:
+        for j in jobs:
+            on_result(label_one(j))
+        return
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")  # no fork after SCIP/OR-Tools/torch may have been loaded
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_single_thread) as pool:
+        pending: set[Future] = set()
+        it = iter(jobs)
+        limit = workers * INFLIGHT_PER_WORKER
+        for j in it:
+            pending.add(pool.submit(label_one, j))
+            if len(pending) >= limit:
+                break
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                on_result(f.result())
+            for j in it:
+                pending.add(pool.submit(label_one, j))
+                if len(pending) >= limit:
+                    break
+
+
+def _run_ray(jobs: list[str], workers: int, address: str, on_result: Callable[[str], None]) -> int:
+    """Run the jobs as Ray tasks (one CPU each); returns the cluster's CPU count."""
+    try:
+        import ray
+    except ImportError:  # pragma: no cover - ray is an optional extra
+        raise InvalidInput("ray", "Ray is not installed (pip install 'mgmatch[ray]')") from None
+    started = False
+    if not ray.is_initialized():
+        if address == "local":
+            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
+                     runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
+        else:
+            ray.init(address=address, log_to_driver=False)
+        started = True
+    try:
+        remote = ray.remote(num_cpus=1)(label_one)
+        cpus = max(1, int(ray.cluster_resources().get("CPU", workers)))
+        limit = cpus * INFLIGHT_PER_WORKER
+        it = iter(jobs)
+        pending = [remote.remote(j) for j in islice(it, limit)]
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for r in ready:
+                on_result(ray.get(r))
+            for j in it:
+                pending.append(remote.remote(j))
+                if len(pending) >= limit:
+                    break
+        return cpus
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def label(preset: str, count: int, seed: int, out: str | Path, workers: int = 1,
+          time_limit_s: float | None = 60.0, ray_address: str | None = None, progress: bool = True,
+          indexes: Iterable[int] | None = None) -> LabelRun:
+    """Label instances ``0 … count−1`` of ``preset`` (or only ``indexes``) into ``out``.
+
+    Args:
+        preset: scenario name ("3v3", "12v12").
+        count: dataset size; a later call with a larger count extends the dataset.
+        seed: generator seed (instance i depends on (preset, seed, i) only).
+        out: dataset directory (created when missing).
+        workers: local processes, or CPUs of a local Ray.
+        time_limit_s: per-instance time limit of the exact solve; None for none.
+        ray_address: a Ray cluster address, "local" to start one here, None for local processes.
+        progress: show a progress bar on stderr.
+        indexes: label only these indexes (all below ``count``); default all.
+    Returns:
+        a :class:`LabelRun` with counts and throughput.
+    """
+    from mgmatch.core.presets import generate_instances, get_preset
+
+    get_preset(preset)
+    if count < 0:
+        raise InvalidInput("count", f"must be ≥ 0, got {count}")
+    if workers < 1:
+        raise InvalidInput("workers", f"must be ≥ 1, got {workers}")
+    if time_limit_s is not None and not time_limit_s > 0:
+        raise InvalidInput("time_limit_s", f"must be > 0, got {time_limit_s}")
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    manifest = _manifest_for(root, preset, seed, count, time_limit_s)
+    write_manifest(root, manifest)
+    done = done_indexes(root)
+    wanted = sorted(set(range(count) if indexes is None else indexes))
+    if wanted and (wanted[0] < 0 or wanted[-1] >= count):
+        raise InvalidInput("indexes", f"must lie in 0..{count - 1}")
+    todo = [i for i in wanted if i not in done]
+    t0 = time.perf_counter()
+    instances = generate_instances(preset, todo[-1] + 1, seed) if todo else []
+    jobs = [json.dumps({"index": i, "instance": instances[i].to_json(), "time_limit_s": time_limit_s})
+            for i in todo]
+    del instances
+    counts = {"optimal": 0, "feasible": 0, "none": 0}
+    solve_s = 0.0
+    bar = None
+    if progress and todo:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo), desc=f"label {preset}", unit="inst", file=sys.stderr)
+
+    def on_result(text: str) -> None:
+        nonlocal solve_s
+        rec = json.loads(text)
+        append_record(root, rec, manifest.get("shard_size", SHARD_SIZE))
+        solve_s += rec["time_ms"] / 1e3
+        if rec["optimal"]:
+            counts["optimal"] += 1
+        elif rec["team_of"] is not None:
+            counts["feasible"] += 1
+        else:
+            counts["none"] += 1
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(optimal=counts["optimal"], gap_only=counts["feasible"])
+
+    backend = "sequential" if workers == 1 and ray_address is None else "processes"
+    cores = workers
+    try:
+        if ray_address is not None:
+            backend = "ray-local" if ray_address == "local" else "ray"
+            cores = _run_ray(jobs, workers, ray_address, on_result) if jobs else workers
+        else:
+            _run_local(jobs, workers, on_result)
+    finally:
+        if bar is not None:
+            bar.close()
+        wall = time.perf_counter() - t0
+        run = LabelRun(str(root), preset, count, len(done), sum(counts.values()), counts["optimal"],
+                       counts["feasible"], counts["none"], cores, backend, round(wall, 3), round(solve_s, 3))
+        recs = records(root)
+        manifest["done"] = len(recs)
+        manifest["optimal"] = sum(1 for r in recs.values() if r.get("optimal"))
+        manifest["runs"] = list(manifest.get("runs", [])) + [run.to_json()]
+        write_manifest(root, manifest)
+    return run

@@ -1,0 +1,350 @@
+"""The shared MIP builder: a compiled instance → a pyscipopt model (exact and surrogate solves).
+
+Stable API (used by the ``scip``/``exact`` methods here and by MGMatch's surrogate solve)::
+
+    mip = MipModel.build(problem.compiled, checker=problem.checker, settings="exact")
+    mip.add_engagement_objective(problem)      # exact: max EnG, ReLUs by big-M
+    # or  mip.set_linear_objective(p)          # surrogate: max Σ p[i, j]·x[i, j], p: [N, D]
+    mip.warm_start(team_of)                    # optional hint, complete or partial (−2 = unknown)
+    mip.set_time_limit(seconds)                # wall clock; None = no limit
+    res = mip.solve()                          # MipResult
+
+Attributes: ``mip.model`` (the pyscipopt Model), ``mip.x`` (object array [N, D] of binaries),
+``mip.xhat`` (all X̂ variables in compiled order), ``mip.stats`` (sizes of what was built).
+
+**Rows.** Every linear row of the compiled form is added as is. A logical row IF cond THEN row
+is linearized with an indicator w ≥ truth(cond): literals are x or 1 − x; an AND node of m
+children gets w ≥ Σ children − (m − 1), an OR node w ≥ each child (only the lower direction
+is needed: the solver never gains by raising w, so the projection on x is exact). The indicator
+of the root relaxes the consequent by big-M: ``a·X̂ ≤ b + M·(1 − w)`` with M = (max activity of
+the row) − b, the max activity computed from the row's own coefficients with "a player is on at
+most one team" (per player, only the largest positive coefficient counts). An ``==`` consequent
+becomes two rows; a consequent that can never be violated is dropped. A root that is a single
+literal uses it directly; a root OR is split into one rule per child (IF a∨b THEN r ≡ both).
+
+**Engagement** (paper Eq. 1, appendix D). The first head layer's pre-activation is linear in x:
+a_n = b_n + Σ_ij c_nij·x_ij with c_nij = Σ_k W1[n, j·E + k]·e_ik. Its exact range over "team j
+has K_j players, each player on at most one team" is an assignment problem over players × team
+slots (``scipy.optimize.linear_sum_assignment``); later layers use interval arithmetic. A neuron
+with ub ≤ 0 vanishes, one with lb ≥ 0 is linear (y = a), the others get a binary δ and
+y ≥ a, y ≥ 0, y ≤ a − lb·(1 − δ), y ≤ ub·δ. The last layer is the (linear) objective.
+
+**Result.** :meth:`MipModel.solve` reads x of SCIP's solutions best first and returns the first
+assignment the checker accepts (it never returns one the checker rejects), with SCIP's status
+(``optimal``, ``infeasible``, ``timelimit``, …), the dual bound and the wall time.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from pyscipopt import SCIP_PARAMSETTING, Model, quicksum
+from scipy.optimize import linear_sum_assignment
+
+from mgmatch.core.checker import Checker
+from mgmatch.core.compiler import CAnd, CCond, CLit, Compiled, COr, Row
+
+#: parameter presets of :meth:`MipModel.build`
+SETTINGS = ("default", "exact", "fast")
+
+#: a consequent whose big-M is at most this is treated as never violated (float noise)
+_EPS = 1e-9
+
+
+@dataclass
+class MipResult:
+    """What one SCIP solve produced.
+
+    ``status`` is SCIP's (``optimal``, ``infeasible``, ``timelimit``, ``inforunbd``, …);
+    ``team_of`` the best checker-approved assignment (None when none); ``objective`` SCIP's value
+    of that solution; ``bound`` the dual bound (None when SCIP has none); ``verified_best`` is False
+    when SCIP's incumbent was rejected by the checker and a worse pool solution was returned.
+    """
+
+    status: str
+    team_of: np.ndarray | None
+    objective: float | None
+    bound: float | None
+    time_s: float
+    nodes: int = 0
+    n_solutions: int = 0
+    verified_best: bool = True
+
+    @property
+    def optimal(self) -> bool:
+        return self.status == "optimal" and self.team_of is not None and self.verified_best
+
+
+@dataclass
+class MipModel:
+    compiled: Compiled
+    model: Model
+    x: np.ndarray
+    xhat: list
+    checker: Checker | None = None
+    stats: dict = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ build
+
+    @classmethod
+    def build(cls, compiled: Compiled, checker: Checker | None = None, fast: bool = False,
+              threads: int = 1, settings: str = "default") -> MipModel:
+        """Variables, every linear row and every linearized logical row; no objective yet.
+
+        Args:
+            compiled: the standard form (``problem.compiled``).
+            checker: judges the assignments read back (``problem.checker``); without it
+                :meth:`solve` returns SCIP's best solution unverified.
+            fast: shorthand for ``settings="fast"``.
+            threads: SCIP threads (1: the service runs many solves side by side).
+            settings: SCIP parameter preset, one of :data:`SETTINGS`: ``"default"`` (SCIP's own),
+                ``"exact"`` (separation off, fast presolve: measured best on the engagement MIP,
+                see docs/readme/exact.md) or ``"fast"`` (presolve, separation and symmetry off:
+                tiny repeated surrogate solves).
+        """
+        if fast:
+            settings = "fast"
+        if settings not in SETTINGS:
+            raise ValueError(f"settings must be one of {SETTINGS}, got {settings!r}")
+        m = Model("mgmatch")
+        m.hideOutput()
+        m.setParam("timing/clocktype", 2)  # wall clock, so time limits are real time
+        m.setParam("parallel/maxnthreads", threads)
+        m.setParam("randomization/randomseedshift", 0)
+        if settings == "fast":
+            m.setPresolve(SCIP_PARAMSETTING.OFF)
+            m.setSeparating(SCIP_PARAMSETTING.OFF)
+            m.setParam("misc/usesymmetry", 0)
+        elif settings == "exact":
+            # The root's cut loop dominated the default solve (the aggregation/c-MIR separator
+            # alone took 8.5 of 9.5 s on one 3v3 instance); without cuts the tight big-M bounds
+            # carry the search: median 3v3 solve 1.8 s → 0.09 s, 12v12 0.2 s.
+            m.setSeparating(SCIP_PARAMSETTING.OFF)
+            m.setPresolve(SCIP_PARAMSETTING.FAST)
+        N, D = compiled.n_players, compiled.n_teams
+        xhat = [m.addVar(name=name, vtype="B") for name in compiled.var_names]
+        x = np.empty((N, D), dtype=object)
+        for i in range(N):
+            for j in range(D):
+                x[i, j] = xhat[i * D + j]
+        mip = cls(compiled, m, x, xhat, checker)
+        mip.stats = {"variables": compiled.n_vars, "linear_rows": 0, "logical_rows": 0,
+                     "logical_indicators": 0, "bigm_rows": 0, "dropped_consequents": 0}
+        for r in compiled.rows:
+            mip._add_row(r)
+        for lr in compiled.logical:
+            mip._add_logical(lr.cond, lr.then)
+        mip.stats["logical_rows"] = len(compiled.logical)
+        return mip
+
+    def _expr(self, r: Row):
+        return quicksum(float(c) * self.xhat[v] for v, c in zip(r.vars.tolist(), r.coefs.tolist(), strict=True))
+
+    def _add_row(self, r: Row) -> None:
+        e = self._expr(r)
+        if r.sense == "<=":
+            self.model.addCons(e <= r.rhs)
+        elif r.sense == ">=":
+            self.model.addCons(e >= r.rhs)
+        else:
+            self.model.addCons(e == r.rhs)
+        self.stats["linear_rows"] += 1
+
+    def activity_bounds(self, r: Row) -> tuple[float, float]:
+        """Min and max of a row's activity over binaries where a player is on at most one team."""
+        D, n_x = self.compiled.n_teams, self.compiled.n_x
+        hi: dict[int, float] = {}
+        lo: dict[int, float] = {}
+        amax = amin = 0.0
+        for v, c in zip(r.vars.tolist(), r.coefs.tolist(), strict=True):
+            if v < n_x:  # group x terms per player: at most one of them is 1
+                p = v // D
+                hi[p] = max(hi.get(p, 0.0), c)
+                lo[p] = min(lo.get(p, 0.0), c)
+            else:
+                amax += max(c, 0.0)
+                amin += min(c, 0.0)
+        return amin + sum(lo.values()), amax + sum(hi.values())
+
+    def _indicator(self, c: CCond):
+        """An expression w with w ≥ truth(c) on every integer point, 0 ≤ w ≤ 1."""
+        if isinstance(c, CLit):
+            v = self.xhat[c.var]
+            return 1 - v if c.negated else v
+        kids = [self._indicator(a) for a in c.args]
+        w = self.model.addVar(lb=0.0, ub=1.0, vtype="C")
+        self.stats["logical_indicators"] += 1
+        if isinstance(c, CAnd):
+            self.model.addCons(w >= quicksum(kids) - (len(kids) - 1))
+        else:
+            for k in kids:
+                self.model.addCons(w >= k)
+        return w
+
+    def _add_logical(self, cond: CCond, then: Row) -> None:
+        if isinstance(cond, COr):  # IF a ∨ b THEN r  ≡  (IF a THEN r) ∧ (IF b THEN r)
+            for a in cond.args:
+                self._add_logical(a, then)
+            return
+        lo, hi = self.activity_bounds(then)
+        parts = []
+        if then.sense in ("<=", "==") and hi - then.rhs > _EPS:
+            parts.append(("<=", hi - then.rhs))
+        if then.sense in (">=", "==") and then.rhs - lo > _EPS:
+            parts.append((">=", then.rhs - lo))
+        if not parts:
+            self.stats["dropped_consequents"] += 1
+            return
+        w = self._indicator(cond)
+        e = self._expr(then)
+        for sense, big_m in parts:
+            if sense == "<=":
+                self.model.addCons(e <= then.rhs + big_m * (1 - w))
+            else:
+                self.model.addCons(e >= then.rhs - big_m * (1 - w))
+            self.stats["bigm_rows"] += 1
+
+    # ------------------------------------------------------------------ objectives
+
+    def set_linear_objective(self, p: np.ndarray) -> None:
+        """Maximize Σ p[i, j]·x[i, j] (the surrogate objective, paper Eq. 20). Shapes: p [N, D]."""
+        p = np.asarray(p, dtype=np.float64)
+        if p.shape != self.x.shape:
+            raise ValueError(f"p must have shape {self.x.shape}, got {p.shape}")
+        self.model.setObjective(quicksum(float(p[i, j]) * self.x[i, j]
+                                         for i in range(p.shape[0]) for j in range(p.shape[1])
+                                         if p[i, j] != 0.0), "maximize")
+
+    def add_engagement_objective(self, problem) -> dict:
+        """Maximize the engagement network EnG, its ReLUs linearized by big-M with tight bounds.
+
+        Returns the neuron statistics (also merged into ``self.stats``): ``neurons`` (hidden
+        head neurons), ``stable_active``, ``stable_inactive``, ``bigm_neurons`` (= new binaries).
+        """
+        E = np.asarray(problem.embeddings, dtype=np.float64)  # [N, Emb]
+        layers = problem.model.head_weights
+        N, D = self.x.shape
+        sizes = list(self.compiled.sizes)
+        W1, b1 = layers[0]
+        c = np.einsum("njk,ik->nij", W1.reshape(W1.shape[0], D, E.shape[1]), E)  # [H1, N, D]
+        xs = [self.x[i, j] for i in range(N) for j in range(D)]
+
+        def lin(coef: np.ndarray, b: float):
+            flat = coef.reshape(-1)
+            return quicksum(float(a) * v for a, v in zip(flat.tolist(), xs, strict=True) if a != 0.0) + float(b)
+
+        st = {"neurons": 0, "stable_active": 0, "stable_inactive": 0, "bigm_neurons": 0}
+        if len(layers) == 1:  # no hidden layer: the objective is linear in x
+            self.model.setObjective(lin(c[0], b1[0]), "maximize")
+            self.stats.update(st)
+            return st
+        lo, hi = first_layer_bounds(c, b1, sizes)
+        # pre-activations of the current layer, as linear expressions (in x, then in y)
+        pre = [lin(c[n], b1[n]) for n in range(len(b1))]
+        m = self.model
+        for k in range(1, len(layers)):
+            ys, ylo, yhi = [], [], []
+            for n, a in enumerate(pre):
+                st["neurons"] += 1
+                if hi[n] <= 0.0:
+                    st["stable_inactive"] += 1
+                    continue
+                y = m.addVar(lb=0.0, ub=float(hi[n]), vtype="C")
+                if lo[n] >= 0.0:
+                    st["stable_active"] += 1
+                    m.addCons(y == a)
+                    ylo.append(lo[n])
+                else:
+                    st["bigm_neurons"] += 1
+                    d = m.addVar(vtype="B")
+                    m.addCons(y >= a)
+                    m.addCons(y <= a - float(lo[n]) * (1 - d))
+                    m.addCons(y <= float(hi[n]) * d)
+                    ylo.append(0.0)
+                ys.append((n, y))
+                yhi.append(hi[n])
+            W, b = layers[k]
+            keep = [n for n, _ in ys]
+            Wk = W[:, keep]
+            ylo_a, yhi_a = np.asarray(ylo), np.asarray(yhi)
+            lo = b + np.minimum(Wk * ylo_a, Wk * yhi_a).sum(1)
+            hi = b + np.maximum(Wk * ylo_a, Wk * yhi_a).sum(1)
+            pre = [quicksum(float(Wk[o, q]) * y for q, (_, y) in enumerate(ys) if Wk[o, q] != 0.0) + float(b[o])
+                   for o in range(W.shape[0])]
+        m.setObjective(pre[0], "maximize")
+        st["objective_bounds"] = (float(lo[0]), float(hi[0]))
+        self.stats.update(st)
+        return st
+
+    # ------------------------------------------------------------------ control
+
+    def warm_start(self, team_of: np.ndarray) -> bool:
+        """Hand SCIP a solution hint. ``team_of`` [N]: team per player, −1 bench, −2 unknown.
+
+        A complete hint (no −2) is offered as a full solution of x (the auxiliaries completed by
+        SCIP); a partial one fixes only the known players. Returns whether SCIP accepted a
+        complete hint as feasible (partial hints are completed during the solve).
+        """
+        t = np.asarray(team_of).reshape(-1)
+        N, D = self.x.shape
+        sol = self.model.createPartialSol()
+        known = 0
+        for i in range(N):
+            if t[i] == -2:
+                continue
+            known += 1
+            for j in range(D):
+                self.model.setSolVal(sol, self.x[i, j], 1.0 if t[i] == j else 0.0)
+        unknown_rate = 1.0 - known * D / max(1, self.model.getNVars())
+        # completesol ignores hints with more unknowns than this rate (default 0.85)
+        self.model.setParam("heuristics/completesol/maxunknownrate", min(1.0, max(0.85, unknown_rate + 0.05)))
+        return bool(self.model.addSol(sol))
+
+    def set_time_limit(self, seconds: float | None) -> None:
+        """Wall-clock limit for :meth:`solve`; None removes it."""
+        self.model.setParam("limits/time", 1e20 if seconds is None else max(0.0, float(seconds)))
+
+    def solve(self) -> MipResult:
+        m = self.model
+        t0 = time.perf_counter()
+        m.optimize()
+        elapsed = time.perf_counter() - t0
+        status = m.getStatus()
+        nodes = int(m.getNNodes())
+        bound = None
+        if status not in ("infeasible", "inforunbd", "unbounded"):
+            db = m.getDualbound()
+            if abs(db) < 1e19:
+                bound = float(db)
+        sols = m.getSols() if m.getNSols() > 0 else []
+        N, D = self.x.shape
+        for k, s in enumerate(sols):
+            vals = np.asarray([[m.getSolVal(s, self.x[i, j]) for j in range(D)] for i in range(N)])
+            team_of = np.where(vals.max(1) > 0.5, vals.argmax(1), -1).astype(np.int64)
+            if self.checker is None or bool(self.checker.feasible(team_of[None])[0]):
+                return MipResult(status, team_of, float(m.getSolObjVal(s)), bound, elapsed, nodes,
+                                 len(sols), verified_best=(k == 0))
+        return MipResult(status, None, None, bound, elapsed, nodes, len(sols), verified_best=not sols)
+
+
+def first_layer_bounds(c: np.ndarray, b: np.ndarray, sizes: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Exact range of a_n = b_n + Σ_ij c[n, i, j]·x_ij over valid team formations.
+
+    Team j has ``sizes[j]`` players, each player at most one team, no other rule: an assignment
+    problem of players onto team slots, solved once for the max and once for the min per neuron.
+
+    Shapes: c [H, N, D], b [H] → (lo [H], hi [H]).
+    """
+    H, N, D = c.shape
+    slots = np.repeat(np.arange(D), sizes)  # team of each slot
+    lo, hi = np.empty(H), np.empty(H)
+    for n in range(H):
+        cost = c[n][:, slots]  # [N, S], N ≥ S: every slot gets one player
+        r, s = linear_sum_assignment(cost, maximize=True)
+        hi[n] = b[n] + cost[r, s].sum()
+        r, s = linear_sum_assignment(cost)
+        lo[n] = b[n] + cost[r, s].sum()
+    return lo, hi
+

@@ -1,0 +1,212 @@
+"""The HTTP API end to end: a real uvicorn server, the embedded runtime (in-memory store)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from svc_helpers import SPEC_EXAMPLES, client, features, poll, service_config
+
+from mgmatch.app.metrics import DOCUMENTED
+from mgmatch.app.runtime import Runtime
+from mgmatch.app.security import sign
+from mgmatch.app.settings import Settings
+
+
+def _runtime(tmp_path, start=True, **settings):
+    rt = Runtime.build(Settings(config=service_config(tmp_path), **settings))
+    if start:
+        rt.start_embedded(tick_s=0.02)
+    return rt
+
+
+def _ticket(c, pid, i, pool="small", **kw):
+    body = {"pool": pool, "players": [{"id": pid, "features": features(i), "skill": 1500.0 + i}], **kw}
+    return c.post("/v1/tickets", json=body)
+
+
+def test_ticket_lifecycle_matched_with_teams(tmp_path, live):
+    srv = live(_runtime(tmp_path))
+    with client(srv.url) as c:
+        assert c.get("/healthz").json()["status"] == "ok"
+        assert poll(lambda: c.get("/readyz").status_code == 200)
+        r = c.post("/v1/tickets", json={"pool": "small", "players": [
+            {"id": "p0", "features": features(0)}, {"id": "p1", "features": features(1)}]})
+        assert r.status_code == 201, r.text
+        party = r.json()
+        assert party["status"] == "queued" and party["players"] == ["p0", "p1"]
+        ids = [party["id"]] + [_ticket(c, f"s{i}", i + 2).json()["id"] for i in range(4)]
+        done = poll(lambda: all(c.get(f"/v1/tickets/{t}").json()["status"] == "matched" for t in ids) and
+                    [c.get(f"/v1/tickets/{t}").json() for t in ids])
+        match_ids = {t["match"]["match_id"] for t in done}
+        assert len(match_ids) == 1  # 6 players, one 3v3 match
+        teams = done[0]["match"]["teams"]
+        assert sorted(p for team in teams for p in team) == ["p0", "p1", "s0", "s1", "s2", "s3"]
+        # the party is on one team, and each ticket's "team" is where its players are
+        assert any({"p0", "p1"} <= set(team) for team in teams)
+        for t in done:
+            assert set(t["players"]) <= set(teams[t["match"]["team"]])
+            assert t["match"]["method"] == "exact" and t["match"]["model_version"]
+        # a matched ticket cannot be cancelled
+        r = c.delete(f"/v1/tickets/{ids[0]}")
+        assert r.status_code == 409 and "matched" in r.json()["error"]["message"]
+
+
+def test_cancel_expire_idempotency_and_duplicate_players(tmp_path, live):
+    srv = live(_runtime(tmp_path))
+    with client(srv.url) as c:
+        a = _ticket(c, "a", 1, idempotency_key="k-1").json()
+        again = _ticket(c, "a", 1, idempotency_key="k-1")
+        assert again.status_code == 200 and again.json()["id"] == a["id"]
+        dup = _ticket(c, "a", 1)
+        assert dup.status_code == 409 and "'a'" in dup.json()["error"]["message"]
+        r = c.delete(f"/v1/tickets/{a['id']}")
+        assert r.status_code == 200 and r.json()["status"] == "cancelled"
+        assert c.get(f"/v1/tickets/{a['id']}").json()["status"] == "cancelled"
+        # after cancellation the player may queue again
+        assert _ticket(c, "a", 1).status_code == 201
+        short = _ticket(c, "b", 2, ttl_s=0.2).json()
+        time.sleep(0.4)
+        assert c.get(f"/v1/tickets/{short['id']}").json()["status"] == "expired"
+        assert c.delete(f"/v1/tickets/{short['id']}").status_code == 409
+        assert c.get("/v1/tickets/small.00000000000000000000000000000000").status_code == 404
+
+
+@pytest.mark.parametrize("body,field", [
+    ({"pool": "small", "players": [{"id": "x", "features": [1, 2, 3]}]}, "players[0].features"),
+    ({"pool": "small", "players": [{"id": "x"}]}, "players[0].features"),
+    ({"pool": "nope", "players": [{"id": "x", "features": [1, 2, 3, 4]}]}, "pool"),
+    ({"pool": "small", "players": []}, "players"),
+    ({"pool": "small", "players": [{"id": "x", "features": [1, 2, 3, 4]}], "ttl_s": -1}, "ttl_s"),
+    ({"pool": "small", "players": [{"id": "x", "features": [1, 2, 3, 4]}], "ttl_s": 1e9}, "ttl_s"),
+    ({"pool": "small", "players": [{"id": "x", "features": [1, 2, 3, 4], "bogus": 1}]}, "players[0].bogus"),
+    ({"pool": "small", "players": [{"id": f"x{i}", "features": [1, 2, 3, 4]} for i in range(4)]}, "players"),
+    ({"pool": "small", "players": [{"id": "x", "features": [1, 2, 3, 4]}, {"id": "x", "features": [1, 2, 3, 4]}]},
+     "players[1].id"),
+])
+def test_bad_ticket_requests_name_the_field(tmp_path, live, body, field):
+    srv = live(_runtime(tmp_path, start=False))
+    with client(srv.url) as c:
+        r = c.post("/v1/tickets", json=body)
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert err["field"] == field and field in err["message"]
+
+
+def test_solve_matches_spec_example_and_rejects_bad_input(tmp_path, live):
+    srv = live(_runtime(tmp_path, start=False))
+    inst = json.loads((SPEC_EXAMPLES / "instance-3v3-small.json").read_text())
+    expected = json.loads((SPEC_EXAMPLES / "expected-small.json").read_text())
+    with client(srv.url) as c:
+        r = c.post("/v1/solve", json={**inst, "engagement_model": "small", "time_limit_ms": 5000})
+        assert r.status_code == 200, r.text
+        sol = r.json()
+        assert sol["format"] == "mgmatch-solution/v1" and sol["status"] == "optimal"
+        assert sol["objective"] == pytest.approx(expected["objective"], abs=1e-6)
+        assert sol["model_version"] and sol["method"] in ("exact", "enumerate", "scip")
+        bad = [
+            ({**inst, "method": "nope"}, "method"),
+            ({**inst, "time_limit_ms": 0}, "time_limit_ms"),
+            ({**inst, "time_limit_ms": 1e9}, "time_limit_ms"),
+            ({**inst, "teams": 1}, "teams"),
+            ({**inst, "rules": [{"kind": "skill_balance"}]}, "rules[0].max_diff"),
+            ({**inst, "players": inst["players"] * 30}, "players"),
+            ({**inst, "engagement_model": "missing-model"}, "engagement_model"),
+        ]
+        for body, field in bad:
+            r = c.post("/v1/solve", json=body)
+            assert r.status_code == 422, (field, r.text)
+            assert r.json()["error"]["field"] == field, r.text
+        r = c.post("/v1/solve", content=b"{not json", headers={"content-type": "application/json"})
+        assert r.status_code == 400 and r.json()["error"]["field"] == "body"
+        r = c.post("/v1/solve", content=b'{"teams": NaN}', headers={"content-type": "application/json"})
+        assert r.status_code == 400
+
+
+def _value(text: str, name: str, **labels) -> float:
+    """The sample ``name{labels}`` from Prometheus text (labels sorted as the client writes them); 0 if absent."""
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{{want}}} "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_metrics_have_documented_names_and_labels(tmp_path, live):
+    srv = live(_runtime(tmp_path))
+    inst = json.loads((SPEC_EXAMPLES / "instance-3v3-small.json").read_text())
+    with client(srv.url) as c:
+        before = c.get("/metrics").text
+        assert c.post("/v1/solve", json={**inst, "engagement_model": "small"}).status_code == 200
+        ids = [_ticket(c, f"m{i}", i).json()["id"] for i in range(6)]
+        poll(lambda: all(c.get(f"/v1/tickets/{t}").json()["status"] == "matched" for t in ids))
+        text = c.get("/metrics").text
+    for name in DOCUMENTED:
+        assert f"# TYPE {name} " in text, name
+
+    def delta(name, **labels):
+        return _value(text, name, **labels) - _value(before, name, **labels)
+
+    lab = {"arm": "-", "method": "exact", "pool": "small"}
+    for stage in ("encode", "solve", "end_to_end"):
+        assert delta("mgmatch_stage_duration_seconds_count", **lab, stage=stage) >= 1, stage
+    assert delta("mgmatch_matchmaker_matches_total", **lab) == 1
+    assert delta("mgmatch_matchmaker_players_matched_total", **lab) == 6
+    assert delta("mgmatch_tickets_wait_seconds_count", arm="-", pool="small") == 6
+    assert delta("mgmatch_tickets_events_total", event="created", pool="small") == 6
+    solved = sum(delta("mgmatch_solver_status_total", arm="-", method=m, pool="solve", status="optimal")
+                 for m in ("exact", "enumerate", "scip"))
+    assert solved == 1
+    assert re.search(r'mgmatch_model_info{kind="engagement",name="small",version="[^"]+"} 1\.0', text)
+    assert delta("mgmatch_http_requests_total", code="201", route="/v1/tickets") == 6
+
+
+def test_api_keys_hmac_body_and_rate_limits(tmp_path, live):
+    rt = _runtime(tmp_path, start=False, api_keys=["k1", "k2"], hmac_secret="s3cret", max_body_bytes=4096,
+                  rate_limit_per_s=1.0, rate_limit_burst=3)
+    srv = live(rt)
+    body = json.dumps({"pool": "small", "players": [{"id": "h1", "features": features(1)}]}).encode()
+    with client(srv.url) as c:
+        assert c.get("/healthz").status_code == 200  # open
+        r = c.post("/v1/tickets", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 401 and r.json()["error"]["field"] == "authorization"
+        assert c.post("/v1/tickets", content=body, headers={"x-api-key": "wrong"}).status_code == 401
+        ok = c.post("/v1/tickets", content=body, headers={"content-type": "application/json", "x-api-key": "k2"})
+        assert ok.status_code == 201, ok.text
+        tid = ok.json()["id"]
+        # HMAC: signed GET passes, a tampered path does not
+        assert c.get(f"/v1/tickets/{tid}", headers={"x-mgmatch-signature": sign("s3cret", "GET", f"/v1/tickets/{tid}", b"")}).status_code == 200
+        bad = sign("s3cret", "GET", "/v1/tickets/other", b"")
+        assert c.get(f"/v1/tickets/{tid}", headers={"x-mgmatch-signature": bad}).status_code == 401
+        stale = sign("s3cret", "GET", f"/v1/tickets/{tid}", b"", t=time.time() - 3600)
+        assert c.get(f"/v1/tickets/{tid}", headers={"x-mgmatch-signature": stale}).status_code == 401
+        big = c.post("/v1/tickets", content=b"x" * 5000, headers={"x-api-key": "k1"})
+        assert big.status_code == 413 and big.json()["error"]["field"] == "body"
+        codes = [c.get(f"/v1/tickets/{tid}", headers={"x-api-key": "k1"}).status_code for _ in range(6)]
+        assert codes[:2] == [200, 200] and 429 in codes
+        limited = c.get(f"/v1/tickets/{tid}", headers={"x-api-key": "k1"})
+        assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
+
+
+def test_batch_ingest_creates_in_order_and_reports_per_ticket_conflicts(tmp_path, live):
+    srv = live(_runtime(tmp_path, start=False))
+    one = lambda pid, i: {"pool": "small", "players": [{"id": pid, "features": features(i)}]}  # noqa: E731
+    with client(srv.url) as c:
+        r = c.post("/v1/tickets/batch", json={"tickets": [one(f"bt{i}", i) for i in range(5)] + [one("bt0", 9)]})
+        assert r.status_code == 200, r.text
+        out = r.json()["tickets"]
+        assert [t.get("players") for t in out[:5]] == [[f"bt{i}"] for i in range(5)]
+        assert all(t["status"] == "queued" for t in out[:5])
+        assert "bt0" in out[5]["error"]["message"]
+        assert c.get(f"/v1/tickets/{out[3]['id']}").json()["status"] == "queued"
+        bad = c.post("/v1/tickets/batch", json={"tickets": [one("ok", 1), {**one("x", 2), "pool": "nope"}]})
+        assert bad.status_code == 422 and bad.json()["error"]["field"] == "tickets[1].pool"
+        assert c.get("/v1/tickets/batch").status_code == 404
+        too_many = c.post("/v1/tickets/batch", json={"tickets": [one(f"m{i}", i) for i in range(101)]})
+        assert too_many.status_code == 422 and too_many.json()["error"]["field"] == "tickets"

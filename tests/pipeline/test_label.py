@@ -1,0 +1,126 @@
+"""``mgmatch label``: deterministic, resumable, verified labels; the dataset loader; Ray."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from mgmatch.app.cli import main
+from mgmatch.core.presets import generate_instances, resolve_model
+from mgmatch.core.problem import Problem
+from mgmatch.pipeline.dataset import load_dataset, read_manifest, records
+from mgmatch.pipeline.label import label
+
+# seed 3: the first 3v3 instances are solved exactly in milliseconds
+PRESET, SEED = "3v3", 3
+
+
+def shard_lines(root) -> list[str]:
+    return [line for p in sorted(root.glob("shard-*.jsonl")) for line in p.read_text().splitlines()]
+
+
+def test_labels_are_deterministic_and_verified(tmp_path):
+    a = label(PRESET, 3, SEED, tmp_path / "a", time_limit_s=30, progress=False)
+    b = label(PRESET, 3, SEED, tmp_path / "b", time_limit_s=30, progress=False)
+    assert a.labelled == b.labelled == 3 and a.optimal == 3
+    ra, rb = records(tmp_path / "a"), records(tmp_path / "b")
+    assert sorted(ra) == [0, 1, 2]
+    for i in ra:
+        assert ra[i]["instance"] == rb[i]["instance"]
+        assert ra[i]["team_of"] == rb[i]["team_of"]
+        assert ra[i]["objective"] == pytest.approx(rb[i]["objective"], abs=1e-9)
+    # instance i is the generator's instance i, whatever the count
+    expect = generate_instances(PRESET, 3, SEED)
+    data = load_dataset(tmp_path / "a")
+    assert [m["index"] for _, _, m in data] == [0, 1, 2]
+    for (inst, team_of, meta), ref in zip(data, expect, strict=True):
+        assert inst.to_json() == ref.to_json()
+        name, model = resolve_model(inst)
+        pr = Problem(inst, model)
+        assert pr.checker.violations(team_of) == []
+        assert pr.objective(team_of) == pytest.approx(meta["objective"], abs=1e-9)
+        assert meta["status"] == "optimal" and meta["optimal"] and meta["gap"] == pytest.approx(0.0, abs=1e-9)
+        assert meta["bound"] >= meta["objective"] - 1e-9
+    # the stored optimum is optimal: no feasible assignment scores higher (brute-force check)
+    from mgmatch.solvers.base import Budget, get_solver
+
+    inst, team_of, meta = data[1]
+    pr = Problem(inst, resolve_model(inst)[1])
+    assert get_solver("enumerate").solve(pr, Budget.of(None)).objective == pytest.approx(meta["objective"], abs=1e-9)
+
+
+def test_resume_skips_done_indexes_and_survives_a_torn_line(tmp_path):
+    root = tmp_path / "ds"
+    first = label(PRESET, 2, SEED, root, time_limit_s=30, progress=False)
+    assert first.labelled == 2
+    before = shard_lines(root)
+    # a crash mid-write leaves a torn last line: it is ignored and its index redone
+    with open(next(root.glob("shard-*.jsonl")), "a") as f:
+        f.write('{"index": 2, "instance": {"form')
+    second = label(PRESET, 4, SEED, root, time_limit_s=30, progress=False)
+    assert second.done_before == 2 and second.labelled == 2  # nothing redone
+    lines = shard_lines(root)
+    assert lines[:2] == before  # the first records were never rewritten
+    assert sorted(records(root)) == [0, 1, 2, 3]
+    third = label(PRESET, 4, SEED, root, time_limit_s=30, progress=False)
+    assert third.labelled == 0
+    m = read_manifest(root)
+    assert m["done"] == 4 and m["count"] == 4 and len(m["runs"]) == 3
+    # resuming gives the same records as a fresh run
+    fresh = label(PRESET, 4, SEED, tmp_path / "fresh", time_limit_s=30, progress=False)
+    assert fresh.labelled == 4
+    rf, rr = records(tmp_path / "fresh"), records(root)
+    assert all(rf[i]["team_of"] == rr[i]["team_of"] for i in range(4))
+
+
+def test_parallel_processes_match_sequential(tmp_path):
+    par = label(PRESET, 3, SEED, tmp_path / "par", workers=2, time_limit_s=30, progress=False)
+    seq = label(PRESET, 3, SEED, tmp_path / "seq", workers=1, time_limit_s=30, progress=False)
+    assert par.backend == "processes" and par.labelled == 3 and seq.labelled == 3
+    rp, rs = records(tmp_path / "par"), records(tmp_path / "seq")
+    assert {i: r["team_of"] for i, r in rp.items()} == {i: r["team_of"] for i, r in rs.items()}
+    assert par.to_json()["instances_per_core_hour"] > 0
+
+
+def test_time_limited_labels_keep_the_best_with_a_gap(tmp_path):
+    # 12v12 is out of reach in 0.2 s: the best solution is kept and marked not optimal
+    run = label("12v12", 1, 5, tmp_path / "t", time_limit_s=0.2, progress=False)
+    rec = records(tmp_path / "t")[0]
+    assert run.labelled == 1 and rec["status"] in ("feasible", "no_solution", "optimal")
+    if rec["status"] == "feasible":
+        assert not rec["optimal"] and rec["team_of"] is not None
+        assert load_dataset(tmp_path / "t", only_optimal=True) == []
+        (_, team_of, meta), = load_dataset(tmp_path / "t")
+        assert meta["gap"] is None or meta["gap"] >= 0
+
+
+def test_cli_label_and_errors(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["label", "--preset", PRESET, "--count", "2", "--seed", str(SEED), "--out", str(tmp_path / "c"),
+              "--time-limit-s", "30", "--no-progress"])
+    assert e.value.code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["labelled"] == 2 and out["instances_per_core_hour"] > 0
+    with pytest.raises(SystemExit) as e:
+        main(["label", "--preset", "nope", "--count", "2", "--out", str(tmp_path / "d")])
+    assert e.value.code == 2
+    assert "preset" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # another seed into the same directory is refused
+        main(["label", "--preset", PRESET, "--count", "2", "--seed", "99", "--out", str(tmp_path / "c"), "--no-progress"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "seed" in err
+
+
+@pytest.mark.slow
+def test_ray_local_cluster(tmp_path):
+    pytest.importorskip("ray")
+    run = label(PRESET, 2, SEED, tmp_path / "ray", workers=1, time_limit_s=30, ray_address="local", progress=False)
+    assert run.backend == "ray-local" and run.labelled == 2
+    seq = label(PRESET, 2, SEED, tmp_path / "seq", time_limit_s=30, progress=False)
+    assert seq.labelled == 2
+    assert {i: r["team_of"] for i, r in records(tmp_path / "ray").items()} == \
+        {i: r["team_of"] for i, r in records(tmp_path / "seq").items()}
+    assert np.all([r["optimal"] for r in records(tmp_path / "ray").values()])

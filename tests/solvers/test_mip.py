@@ -1,0 +1,271 @@
+"""The shared MIP builder: its feasible region, its bounds and its controls (real SCIP)."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mgmatch.core.engagement import parse_engagement
+from mgmatch.core.instance import parse_instance
+from mgmatch.core.problem import Problem
+from mgmatch.core.rules import RULE_KINDS
+from mgmatch.solvers.mip import MipModel, first_layer_bounds
+
+_spec = importlib.util.spec_from_file_location("_exact_helpers", Path(__file__).with_name("test_exact.py"))
+helpers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(helpers)
+
+
+def all_assignments(n: int, sizes: tuple[int, ...]) -> np.ndarray:
+    """Every team formation, by itertools (rows of team_of)."""
+    out = []
+
+    def rec(j, left, t):
+        if j == len(sizes):
+            out.append(t.copy())
+            return
+        for members in itertools.combinations(left, sizes[j]):
+            t[list(members)] = j
+            rec(j + 1, tuple(i for i in left if i not in members), t)
+            t[list(members)] = -1
+
+    rec(0, tuple(range(n)), np.full(n, -1))
+    return np.asarray(out)
+
+
+def mip_accepts(mip: MipModel, team_of: np.ndarray) -> bool:
+    """Fix x to the assignment and ask SCIP whether the auxiliaries can complete it."""
+    m = mip.model
+    m.freeTransform()
+    N, D = mip.x.shape
+    for i in range(N):
+        for j in range(D):
+            v = 1.0 if team_of[i] == j else 0.0
+            m.chgVarLb(mip.x[i, j], v)
+            m.chgVarUb(mip.x[i, j], v)
+    m.optimize()
+    status = m.getStatus()
+    assert status in ("optimal", "infeasible"), status
+    return status == "optimal"
+
+
+# --------------------------------------------------------------------------- the feasible region
+
+
+def binding_if(rng: np.random.Generator, ids: list[str], teams: int) -> dict:
+    """An ``if`` rule that often binds: 2–3 literals on distinct players under all/any (some
+    negated, sometimes nested one level), then a consequent forbidding or requiring a placement."""
+    who = rng.choice(len(ids), 4, replace=False)
+    lits = [[ids[i], int(rng.integers(teams))] for i in who[:3]]
+    lits = [{"not": lit} if rng.random() < 0.3 else lit for lit in lits]
+    k = int(rng.integers(2, 4))
+    inner = {str(rng.choice(["all", "any"])): lits[:k]}
+    when = inner if rng.random() < 0.6 else {str(rng.choice(["all", "any"])): [inner, lits[-1]]}
+    tgt = [ids[who[3]], int(rng.integers(teams)), 1.0]
+    then = {"terms": [tgt], "sense": "<=", "rhs": 0} if rng.random() < 0.5 else {"terms": [tgt], "sense": ">=", "rhs": 1}
+    return {"kind": "if", "when": when, "then": then}
+
+
+@st.composite
+def rule_heavy(draw):
+    """Small instances with several rules, binding logical ones (nested all/any/not) in quantity."""
+    teams, sizes = draw(st.sampled_from([(2, [2, 2]), (2, [1, 2]), (3, [1, 1, 1]), (3, [1, 2, 1])]))
+    n = draw(st.integers(max(4, sum(sizes)), sum(sizes) + 2))
+    kinds = ["if"] * draw(st.integers(0, 2)) + ["linear"] * draw(st.integers(0, 2))
+    kinds += [k for k in RULE_KINDS if k not in ("if", "linear") and draw(st.integers(0, 3)) == 0]
+    seed = draw(st.integers(0, 2**31 - 1))
+    base = helpers.random_problem(seed, teams, sizes, n, kinds, plant=draw(st.booleans()))
+    rng = np.random.default_rng(seed)
+    obj = base.instance.to_json()
+    obj["rules"] += [binding_if(rng, base.instance.ids, teams) for _ in range(draw(st.integers(1, 3)))]
+    return Problem(parse_instance(obj), base.model)
+
+
+@settings(max_examples=50, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(rule_heavy())
+def test_mip_feasible_region_equals_checker(problem):
+    """For every team formation: the linearized MIP admits it ⇔ the checker accepts it."""
+    mip = MipModel.build(problem.compiled, fast=True)
+    T = all_assignments(problem.instance.n, problem.instance.sizes)
+    checker_ok = problem.checker.feasible(T)
+    for t, ok in zip(T, checker_ok, strict=True):
+        assert mip_accepts(mip, t) == bool(ok), (t.tolist(), problem.checker.violations(t), problem.instance.rules)
+
+
+LOGIC_CASES = [
+    (  # IF all(p0@0, not p1@1) OR p2@0 THEN p3 not on team 0; the root OR is split
+        {"any": [{"all": [["p0", 0], {"not": ["p1", 1]}]}, ["p2", 0]]},
+        {"terms": [["p3", 0, 1.0]], "sense": "==", "rhs": 0},
+        1,  # indicators: the AND node; literals need none
+        {(0, -1, 1, 0, 1): False,  # p0@0, p1 benched (not on 1) → p3 must leave team 0
+         (0, 1, -1, 0, 1): True,   # p1 on team 1: first branch false, p2 not on 0
+         (0, 1, 0, 1, -1): True,   # p2@0 holds and p3 is on team 1
+         (1, -1, 0, 0, 1): False,  # p2@0 holds and p3 on team 0
+         (1, 1, -1, 0, 0): True},  # nothing holds
+    ),
+    (  # IF all(any(p0@1, p1@0), not p2@1) THEN p4 not on team 1; an OR nested in an AND
+        {"all": [{"any": [["p0", 1], ["p1", 0]]}, {"not": ["p2", 1]}]},
+        {"terms": [["p4", 1, 1.0]], "sense": "<=", "rhs": 0},
+        2,  # indicators: the AND and the OR node
+        {(0, 0, -1, 1, 1): False,  # OR by its second child, p2 benched → p4 may not be on 1
+         (1, -1, 0, 0, 1): False,  # OR by its first child
+         (0, 0, 1, -1, 1): True,   # p2 on team 1: the AND fails
+         (-1, 1, 0, 0, 1): True},  # neither child of the OR
+    ),
+]
+
+
+@pytest.mark.parametrize("when,then,indicators,cases", LOGIC_CASES)
+def test_logical_rows_are_enforced_and_relaxed(when, then, indicators, cases):
+    players = [{"id": f"p{i}", "features": [float(i)]} for i in range(5)]
+    inst = parse_instance({"format": "mgmatch-instance/v1", "teams": 2, "team_size": 2, "players": players,
+                           "rules": [{"kind": "if", "when": when, "then": then}]})
+    model = parse_engagement({"format": "mgmatch-engagement/v1", "teams": 2, "feature_dim": 1,
+                              "player_layers": [{"weight": [[1.0]], "bias": [0.0]}],
+                              "head_layers": [{"weight": [[1.0, -1.0]], "bias": [0.0]}]})
+    p = Problem(inst, model)
+    mip = MipModel.build(p.compiled)
+    for t, feasible in cases.items():
+        t = np.asarray(t)
+        assert bool(p.checker.feasible(t[None])[0]) == feasible
+        assert mip_accepts(mip, t) == feasible, t
+    assert mip.stats["logical_indicators"] == indicators
+
+
+def test_bigm_uses_row_activity_not_a_global_constant():
+    p = helpers.random_problem(5, 2, [2, 2], 6, [])
+    mip = MipModel.build(p.compiled)
+    from mgmatch.core.compiler import Row
+
+    row = Row(np.asarray([0, 1, 2, 3, 4]), np.asarray([2.0, 3.0, -1.0, 5.0, 1.0]), "<=", 1.0, 0, "t")
+    # x[p0,0], x[p0,1] belong to one player (max 3), x[p1,0], x[p1,1] (max 5), x[p2,0] (max 1)
+    assert mip.activity_bounds(row) == (-1.0, 9.0)
+
+
+# --------------------------------------------------------------------------- engagement bounds
+
+
+def test_first_layer_bounds_are_exact():
+    rng = np.random.default_rng(0)
+    for N, sizes in [(5, [2, 2]), (6, [1, 2, 2]), (4, [2, 2])]:
+        D = len(sizes)
+        c = rng.normal(0, 1, (7, N, D))
+        b = rng.normal(0, 1, 7)
+        lo, hi = first_layer_bounds(c, b, sizes)
+        T = all_assignments(N, tuple(sizes))
+        X = np.stack([(T == j) for j in range(D)], axis=2).astype(float)  # [B, N, D]
+        acts = b[None] + np.einsum("bij,nij->bn", X, c)
+        np.testing.assert_allclose(hi, acts.max(0), atol=1e-9)
+        np.testing.assert_allclose(lo, acts.min(0), atol=1e-9)
+
+
+def test_stable_neurons_need_no_binary():
+    """Neuron 0 is always off (bias −100), neuron 1 always on (bias +100), neuron 2 flips."""
+    players = [{"id": f"p{i}", "features": [float(i) / 4]} for i in range(5)]
+    inst = parse_instance({"format": "mgmatch-instance/v1", "teams": 2, "team_size": 2, "players": players})
+    model = parse_engagement({
+        "format": "mgmatch-engagement/v1", "teams": 2, "feature_dim": 1,
+        "player_layers": [{"weight": [[1.0]], "bias": [0.0]}],
+        "head_layers": [{"weight": [[1.0, 1.0], [1.0, -1.0], [1.0, -1.0]], "bias": [-100.0, 100.0, 0.0]},
+                        {"weight": [[1.0, 0.5, 2.0]], "bias": [0.3]}]})
+    p = Problem(inst, model)
+    mip = MipModel.build(p.compiled, checker=p.checker)
+    st_ = mip.add_engagement_objective(p)
+    assert (st_["neurons"], st_["stable_inactive"], st_["stable_active"], st_["bigm_neurons"]) == (3, 1, 1, 1)
+    assert mip.model.getNBinVars() == 10 + 1
+    res = mip.solve()
+    T = all_assignments(5, (2, 2))
+    best = max(p.objective(t) for t in T)
+    assert res.optimal and abs(p.objective(res.team_of) - best) < 1e-9
+    assert abs(res.objective - best) < 1e-6  # SCIP's value of the MIP equals the network's
+
+
+# --------------------------------------------------------------------------- objectives and controls
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_linear_objective_matches_brute_force(fast):
+    rng = np.random.default_rng(11)
+    for seed in range(4):
+        p = helpers.random_problem(seed, 3, [1, 2, 1], 6, ["if", "if", "linear", "avoid"], plant=True)
+        P = rng.normal(0, 1, (6, 3))
+        mip = MipModel.build(p.compiled, checker=p.checker, fast=fast)
+        mip.set_linear_objective(P)
+        res = mip.solve()
+        T = all_assignments(6, (1, 2, 1))
+        T = T[p.checker.feasible(T)]
+        scores = [(P[np.arange(6), t] * (t >= 0)).sum() for t in T]
+        assert res.optimal
+        assert abs(res.objective - max(scores)) < 1e-7
+        assert p.checker.violations(res.team_of) == []
+
+
+def test_linear_objective_rejects_wrong_shape():
+    p = helpers.random_problem(0, 2, [2, 2], 5, [])
+    with pytest.raises(ValueError):
+        MipModel.build(p.compiled).set_linear_objective(np.zeros((4, 2)))
+
+
+def test_warm_start_complete_and_partial():
+    p = helpers.random_problem(2, 2, [2, 2], 7, ["avoid", "if"], plant=True)
+    T = all_assignments(7, (2, 2))
+    T = T[p.checker.feasible(T)]
+    best = T[np.argmax([p.objective(t) for t in T])]
+    # complete hint: accepted as a solution before the search even starts
+    mip = MipModel.build(p.compiled, checker=p.checker)
+    mip.add_engagement_objective(p)
+    assert mip.warm_start(best)
+    mip.model.setParam("limits/solutions", 1)  # stop at the first solution: the hint
+    res = mip.solve()
+    assert res.team_of is not None and np.array_equal(res.team_of, best)
+    # partial hint: completed by SCIP; the solve still ends optimal
+    mip = MipModel.build(p.compiled, checker=p.checker)
+    mip.add_engagement_objective(p)
+    partial = np.full(7, -2)
+    first = int(np.flatnonzero(best == 0)[0])
+    partial[first] = 0  # one player known: > 85 % of the variables unknown
+    mip.warm_start(partial)
+    assert mip.model.getParam("heuristics/completesol/maxunknownrate") > 0.85
+    res = mip.solve()
+    assert res.optimal and abs(p.objective(res.team_of) - p.objective(best)) < 1e-9
+
+
+def test_never_returns_an_assignment_the_checker_rejects():
+    """A MIP built without a rule, judged by a checker with it: the answer obeys the checker."""
+    loose = helpers.random_problem(4, 2, [2, 2], 6, [], plant=True)
+    ids = loose.instance.ids
+    obj = loose.instance.to_json()
+    strict_rules = [{"kind": "avoid", "players": [a, b], "scope": "match"} for a, b in itertools.combinations(ids[:4], 2)]
+    strict = Problem(parse_instance({**obj, "rules": strict_rules}), loose.model)
+    mip = MipModel.build(loose.compiled, checker=strict.checker)
+    mip.add_engagement_objective(loose)
+    res = mip.solve()
+    unchecked = MipModel.build(loose.compiled)
+    unchecked.add_engagement_objective(loose)
+    first = unchecked.solve().team_of
+    assert strict.checker.violations(first)  # SCIP's own optimum breaks the strict rules …
+    if res.team_of is not None:  # … so it is never handed out
+        assert strict.checker.violations(res.team_of) == []
+        assert not res.verified_best and not res.optimal
+    else:
+        assert not res.optimal
+
+
+def test_time_limit_is_wall_clock():
+    p = helpers.hard_problem()
+    mip = MipModel.build(p.compiled, checker=p.checker)
+    mip.add_engagement_objective(p)
+    mip.set_time_limit(0.2)
+    assert mip.model.getParam("timing/clocktype") == 2
+    res = mip.solve()
+    assert res.status == "timelimit" and res.time_s < 1.5
+    assert res.bound is not None
+    if res.team_of is not None:
+        assert res.bound >= res.objective - 1e-6
