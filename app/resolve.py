@@ -20,6 +20,8 @@ def build_problem(obj: Any, engagement: Path | str | None = None) -> Problem:
     inst = parse_instance(obj)
     override = load_engagement(engagement) if engagement is not None else None
     name, model = resolve_model(inst, override)
+    if override is not None and override.name is None:
+        name = None  # an anonymous model file: no shipped predictor belongs to it
     return Problem(inst, model, model_name=name)
 
 

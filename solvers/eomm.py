@@ -332,14 +332,28 @@ class EOMMSolver:
         best = None
         if inst.sizes == (1, 1):
             # one 1v1 match: every ordered pair, scored and checked at once
-            a, b = np.nonzero(~np.eye(inst.n, dtype=bool))
-            T = np.full((len(a), inst.n), -1, dtype=np.int64)
-            r = np.arange(len(a))
-            T[r, a], T[r, b] = 0, 1
-            ok = problem.checker.feasible(T)
-            if ok.any():
-                val = np.where(ok, obj(T), -np.inf)
-                best = T[int(np.argmax(val))]
+            # one 1v1 match: the churn change of every ordered pair in closed form, then the
+            # checker on candidates in order of value until the first feasible one
+            mu, var, H, gpd = player_states(inst.players)
+            om = self.outcome or OutcomeModel(beta=default_beta(mu))
+            c = (self.churn or DEFAULT_CHURN).predict(H, gpd)
+            base = 0.4 * c[:, 0] + 0.2 * c[:, 1] + 0.4 * c[:, 2]
+            pw, pd, pl = om.probs(mu[:, None], var[:, None], mu[None, :], var[None, :])
+            E = pw * c[:, None, 0] + pd * c[:, None, 1] + pl * c[:, None, 2] - base[:, None]  # i vs j
+            val = -(E + E.T)
+            np.fill_diagonal(val, -np.inf)
+            order = np.argsort(-val, axis=None, kind="stable")[: inst.n * (inst.n - 1)]
+            for start in range(0, len(order), 4096):
+                a, b = np.unravel_index(order[start:start + 4096], val.shape)
+                T = np.full((len(a), inst.n), -1, dtype=np.int64)
+                r = np.arange(len(a))
+                T[r, a], T[r, b] = 0, 1
+                ok = np.flatnonzero(problem.checker.feasible(T))
+                if len(ok):
+                    best = T[ok[0]]
+                    break
+                if budget.expired():
+                    break
         else:
             best, _ = SwapSearch(problem, obj, seed=self.seed, restarts=self.restarts).run(budget)
         ms = (time.perf_counter() - t0) * 1e3

@@ -166,3 +166,26 @@ def test_solver_requires_skill(example_paths):
     prob = Problem(parse_instance(obj), load_engagement(example_paths["engagement"]))
     with pytest.raises(InvalidInput):
         get_solver("eomm").solve(prob, Budget.of(None))
+
+
+def test_1v1_closed_form_agrees_with_batch_objective(example_paths):
+    from mgmatch.solvers.eomm import churn_objective
+
+    obj = json.loads(example_paths["instance"].read_text())
+    obj["team_size"], obj["rules"] = 1, [{"kind": "avoid", "players": ["p01", "p02"], "scope": "match"}]
+    prob = Problem(parse_instance(obj), load_engagement(example_paths["engagement"]))
+    sol = get_solver("eomm").solve(prob, Budget.of(None))
+    f = churn_objective(prob)
+    n = prob.instance.n
+    rows = []
+    for a, b in itertools.permutations(range(n), 2):
+        t = np.full(n, -1)
+        t[a], t[b] = 0, 1
+        rows.append(t)
+    T = np.asarray(rows)
+    ok = prob.checker.feasible(T)
+    from mgmatch.core.solution import team_of_from_teams
+
+    got = f(team_of_from_teams(prob.instance, sol.teams)[None])[0]
+    assert got == pytest.approx(f(T[ok]).max(), abs=1e-12)
+    assert {tuple(t) for t in sol.teams} != {("p01",), ("p02",)}
