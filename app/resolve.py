@@ -25,7 +25,8 @@ def build_problem(obj: Any, engagement: Path | str | None = None) -> Problem:
     return Problem(inst, model, model_name=name)
 
 
-def make_solver(method: str, problem: Problem, predictor: str | None = None, seed: int = 0) -> Solver:
+def make_solver(method: str, problem: Problem, predictor: str | None = None, seed: int = 0,
+                objective: str | None = None) -> Solver:
     """A solver for ``method``; mgmatch/bgcn get the predictor shipped for the problem's model."""
     known = methods()
     if method not in known:
@@ -40,4 +41,8 @@ def make_solver(method: str, problem: Problem, predictor: str | None = None, see
         opts["predictor"] = load_predictor(name)
     if method in ("random", "local-search", "eomm"):
         opts["seed"] = seed
+    if objective is not None:
+        if method != "local-search":
+            raise InvalidInput("objective", f"--objective applies to local-search only, not {method!r}")
+        opts["objective"] = objective
     return get_solver(method, **opts)

@@ -37,9 +37,13 @@ INSTANCE_FORMAT = "mgmatch-instance/v1"
 
 
 class Player(BaseModel):
-    """A waiting player. Only ``id`` and ``features`` are required."""
+    """A waiting player. Only ``id`` and ``features`` are required.
 
-    model_config = ConfigDict(allow_inf_nan=False, extra="ignore", frozen=True)
+    Extra optional fields are kept (the spec lets producers add them): EOMM reads ``sigma``,
+    ``recent`` and ``games_per_day``, the Awesomenauts score ``previous`` and ``peer_pings``.
+    """
+
+    model_config = ConfigDict(allow_inf_nan=False, extra="allow", frozen=True)
 
     id: str = Field(min_length=1, description="Unique, non-empty player id.")
     features: tuple[float, ...] = Field(description="Raw feature vector (the engagement model's feature_dim).")
@@ -67,6 +71,7 @@ class Player(BaseModel):
             out["roles"] = list(self.roles)
         if self.pings is not None:
             out["pings"] = dict(self.pings)
+        out.update(self.model_extra or {})
         return out
 
 

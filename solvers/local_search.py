@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from mgmatch.core.errors import InvalidInput
 from mgmatch.core.instance import Player
 from mgmatch.core.problem import Problem
 from mgmatch.core.solution import Solution
@@ -179,7 +180,7 @@ class LocalSearchSolver:
     def __init__(self, seed: int = 0, objective: str = "engagement", restarts: int | None = None,
                  weights: dict[str, float] | None = None):
         if objective not in ("engagement", "awesomenauts"):
-            raise ValueError(f"objective must be 'engagement' or 'awesomenauts', got {objective!r}")
+            raise InvalidInput("objective", f"must be 'engagement' or 'awesomenauts', got {objective!r}")
         self.seed, self.objective, self.restarts, self.weights = seed, objective, restarts, weights
 
     def solve(self, problem: Problem, budget: Budget) -> Solution:

@@ -31,11 +31,12 @@ def solve_cmd(
     time_limit_ms: Annotated[float | None, typer.Option("--time-limit-ms", help="Wall-clock budget in ms.")] = None,
     predictor: Annotated[str | None, typer.Option(help="Predictor for mgmatch/bgcn: a shipped name or an ONNX file.")] = None,
     seed: Annotated[int, typer.Option(help="Seed for randomized methods.")] = 0,
+    objective: Annotated[str | None, typer.Option(help="local-search objective: engagement (default) or awesomenauts.")] = None,
 ) -> None:
     if time_limit_ms is not None and not time_limit_ms > 0:
         fail(f"--time-limit-ms must be > 0, got {time_limit_ms}")
     problem = build_problem(read_json(instance), engagement)
-    solver = make_solver(method, problem, predictor=predictor, seed=seed)
+    solver = make_solver(method, problem, predictor=predictor, seed=seed, objective=objective)
     emit(solver.solve(problem, Budget.of(time_limit_ms)).to_json())
 
 
