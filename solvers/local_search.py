@@ -17,9 +17,11 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Sequence
+from math import comb
 
 import numpy as np
 
+from mgmatch.core.compiler import parties
 from mgmatch.core.errors import InvalidInput
 from mgmatch.core.instance import Player
 from mgmatch.core.problem import Problem
@@ -31,6 +33,8 @@ from .base import Budget, register
 Objective = Callable[[np.ndarray], np.ndarray]
 EPS = 1e-9
 MAX_SPLITS = 2000
+#: random combinations of displaced players tried per party and destination
+PARTY_COMBOS = 64
 
 
 def configs(team_of: np.ndarray, n_sel: int) -> tuple[np.ndarray, np.ndarray]:
@@ -41,8 +45,6 @@ def configs(team_of: np.ndarray, n_sel: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _n_labelings(sizes: Sequence[int]) -> int:
-    from math import comb
-
     total, rest = 1, sum(sizes)
     for s in sizes:
         total *= comb(rest, s)
@@ -74,6 +76,8 @@ class SwapSearch:
         self.labels = _all_labelings(self.sizes, self.rng)
         self.moves = 0
         self.starts = 0
+        has_party_rule = any(r.kind == "party_together" for r in self.inst.rules)
+        self.parties = [np.asarray(m) for m in parties(self.inst).values()] if has_party_rule else []
 
     def _eval(self, T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         viol = (~self.p.checker.rule_masks(T)).sum(0)
@@ -121,7 +125,34 @@ class SwapSearch:
         T2 = np.repeat(t[None], len(sa), 0)
         r = np.arange(len(sa))
         T2[r, sb], T2[r, sa] = t[sa], -1
-        return np.concatenate([T1, T2])
+        return np.concatenate([T1, T2, *self._party_moves(t)])
+
+    def _party_moves(self, t: np.ndarray) -> list[np.ndarray]:
+        """Moves that gather a whole premade party on one team (or on the bench).
+
+        Single swaps can never repair a split party (the rule stays violated until every member
+        moves), so for each party and destination the members elsewhere trade places with as many
+        players of the destination, chosen among at most ``PARTY_COMBOS`` random combinations.
+        """
+        out = []
+        for members in self.parties:
+            for dest in range(-1, self.D):
+                movers = members[t[members] != dest]
+                if len(movers) == 0 or (dest >= 0 and len(members) > self.sizes[dest]):
+                    continue
+                pool = np.setdiff1d(np.flatnonzero(t == dest), members)
+                m = len(movers)
+                if len(pool) < m:
+                    continue
+                if comb(len(pool), m) <= PARTY_COMBOS:
+                    outs = np.asarray(list(itertools.combinations(pool, m)), dtype=np.int64)
+                else:
+                    outs = np.stack([self.rng.choice(pool, m, replace=False) for _ in range(PARTY_COMBOS)])
+                T = np.repeat(t[None], len(outs), 0)
+                T[:, movers] = dest
+                T[np.arange(len(outs))[:, None], outs] = t[movers][None, :]
+                out.append(T)
+        return out
 
     def _descend(self, t: np.ndarray, budget: Budget) -> tuple[np.ndarray, int, float]:
         v, o = self._eval(t[None])
