@@ -212,3 +212,26 @@ def test_batch_rounds_cuts_pool_into_matches():
         lab = splits[int(np.argmax(s))]
         sorted_cut.append([[players[i].id for i in mem[lab == j]] for j in range(2)])
     assert mean_score(matches) >= mean_score(sorted_cut) - 1e-9
+
+
+def test_party_moves_gather_a_split_party_and_keep_team_sizes():
+    from mgmatch.core.engagement import parse_engagement
+    from mgmatch.core.instance import parse_instance
+    from mgmatch.core.problem import Problem
+    from mgmatch.solvers.local_search import SwapSearch
+
+    players = [{"id": f"p{i}", "features": [float(i)], "party": "g" if i in (0, 1, 2) else None} for i in range(8)]
+    inst = parse_instance({"teams": 2, "team_size": 3, "players": players, "rules": [{"kind": "party_together"}]})
+    model = parse_engagement({"teams": 2, "feature_dim": 1,
+                              "player_layers": [{"weight": [[1.0]], "bias": [0.0]}],
+                              "head_layers": [{"weight": [[1.0, -1.0]], "bias": [0.0]}]})
+    pb = Problem(inst, model)
+    search = SwapSearch(pb, pb.objectives, seed=0)
+    split = np.array([0, 1, -1, 0, 0, 1, 1, -1])  # the party {p0, p1, p2} is on team 0, team 1 and the bench
+    assert not pb.checker.feasible(split[None])[0]
+    moves = np.concatenate(search._party_moves(split))
+    assert len(moves)
+    for t in moves:  # every team keeps its size and the party ends up whole in one place
+        assert (t == 0).sum() == 3 and (t == 1).sum() == 3
+        assert len(set(t[[0, 1, 2]].tolist())) == 1
+    assert pb.checker.feasible(moves).any()
