@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from mgmatch.core.errors import InvalidInput
-from mgmatch.solvers.wu import closed_form, greedy_is_optimal, greedy_threshold
+from mgmatch.solvers.wu import check_params, closed_form, greedy_is_optimal, greedy_threshold
 
 POLICIES = ("greedy", "patient")
 
@@ -55,12 +55,7 @@ class WuResult:
 
 def simulate(n: int, q: float, alpha: float, periods: int, policy: str, seed: int = 0) -> WuResult:
     """Run ``periods`` periods of ``policy`` and return costs next to the closed form."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise InvalidInput("n", f"team size must be an integer ≥ 1, got {n!r}")
-    if not (0.0 <= q <= 1.0):
-        raise InvalidInput("q", f"must be in [0, 1], got {q!r}")
-    if not (alpha >= 0.0) or math.isinf(alpha):
-        raise InvalidInput("alpha", f"must be a finite number ≥ 0, got {alpha!r}")
+    check_params(n, q, alpha)
     if isinstance(periods, bool) or not isinstance(periods, int) or periods < 1:
         raise InvalidInput("periods", f"must be an integer ≥ 1, got {periods!r}")
     if policy not in POLICIES:

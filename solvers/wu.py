@@ -28,7 +28,8 @@ from mgmatch.core.errors import InvalidInput
 from .dispatch import Decision, PoolShape, Waiting, _Base, _check_fits, _skill, total_players
 
 
-def _check(n: int, q: float, alpha: float) -> None:
+def check_params(n: int, q: float, alpha: float) -> None:
+    """Validate Wu's model parameters; InvalidInput names the bad one."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise InvalidInput("n", f"team size must be an integer ≥ 1, got {n!r}")
     if not (0.0 <= q <= 1.0):
@@ -44,20 +45,20 @@ def odd_probability(n: int, q: float) -> float:
 
 def greedy_threshold(n: int, q: float) -> float:
     """α* = 1 / (1 − (2q − 1)^{2n}); inf when q ∈ {0, 1} (greedy never pays imbalance)."""
-    _check(n, q, 0.0)
+    check_params(n, q, 0.0)
     d = 1.0 - (2.0 * q - 1.0) ** (2 * n)
     return math.inf if d <= 0.0 else 1.0 / d
 
 
 def greedy_is_optimal(n: int, q: float, alpha: float) -> bool:
     """Theorem 3.3: greedy is optimal iff α ≤ 1/(1 − (2q − 1)^{2n}) (ties go to greedy)."""
-    _check(n, q, alpha)
+    check_params(n, q, alpha)
     return alpha <= greedy_threshold(n, q)
 
 
 def closed_form(policy: str, n: int, q: float, alpha: float) -> float:
     """Expected cost per period of ``greedy`` or ``patient``."""
-    _check(n, q, alpha)
+    check_params(n, q, alpha)
     if policy == "patient":
         return float(n)
     if policy == "greedy":
