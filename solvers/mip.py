@@ -101,7 +101,7 @@ class MipModel:
             threads: SCIP threads (1: the service runs many solves side by side).
             settings: SCIP parameter preset, one of :data:`SETTINGS`: ``"default"`` (SCIP's own),
                 ``"exact"`` (separation off, fast presolve: measured best on the engagement MIP,
-                see docs/readme/exact.md) or ``"fast"`` (presolve, separation and symmetry off:
+                see README.md, "Exact solves") or ``"fast"`` (presolve, separation and symmetry off:
                 tiny repeated surrogate solves).
         """
         if fast:
