@@ -27,7 +27,6 @@ Everything is validated when the file is read; a bad value stops the process wit
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -234,10 +233,3 @@ def load_config(path: str | Path | None) -> ServiceConfig:
         raise InvalidInput(str(p), f"not valid YAML: {str(err).splitlines()[0]}") from None
     return parse_config(obj, str(p))
 
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()

@@ -29,9 +29,10 @@ import numpy as np
 
 from mgmatch.core.engagement import EngagementModel, parse_engagement
 from mgmatch.core.errors import InvalidInput
+from mgmatch.core.files import sha256_file
 
 from . import metrics
-from .config import ModelFile, ModelsConfig, sha256_file
+from .config import ModelFile, ModelsConfig
 
 log = logging.getLogger("mgmatch.models")
 

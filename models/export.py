@@ -12,7 +12,6 @@ epochs, seed, validation metrics, the reproducing command).
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import warnings
@@ -20,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from mgmatch.core.files import sha256_file
 
 from .encoder import COND_COLUMNS, CONS_COLUMNS, EDGE_COLUMNS, FEATURE_VERSION, VAR_COLUMNS, GraphBatch
 from .networks import ProbabilityNet, SolutionNet, batch_tensors
@@ -32,14 +33,6 @@ _DYNAMIC = {
     "cond_index": {1: "Q"}, "cond_feat": {0: "Q"}, "x_var": {0: "X"}, "x_token": {0: "X"},
     "player_emb": {0: "B", 1: "N"}, "player_mask": {0: "B", 1: "N"}, "p": {0: "X"},
 }
-
-
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def onnx_bytes(net: SolutionNet, example: GraphBatch) -> bytes:

@@ -12,7 +12,6 @@ name ("3v3", "12v12", "3v3-bgcn", …) or a path, and checks the file's SHA-256 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -20,19 +19,13 @@ import numpy as np
 import onnxruntime as ort
 
 from mgmatch.core.errors import InvalidInput
+from mgmatch.core.files import sha256_file
 from mgmatch.core.problem import Problem
 
 from .encoder import FEATURE_VERSION, batch, encode
 
 SHIPPED = Path(__file__).resolve().parent / "shipped"
 
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def providers() -> list[str]:
@@ -64,7 +57,7 @@ class OnnxPredictor:
         if self.meta.get("feature_version") != FEATURE_VERSION:
             raise InvalidInput("predictor", f"{self.path.name} was trained on features "
                                             f"{self.meta.get('feature_version')!r}; this encoder makes {FEATURE_VERSION!r}")
-        self.sha256 = _sha256(self.path)
+        self.sha256 = sha256_file(self.path)
         if sha256 is not None and sha256.lower() != self.sha256:
             raise InvalidInput("predictor", f"{self.path.name}: SHA-256 {self.sha256} does not match the pinned {sha256}")
         opts = ort.SessionOptions()
