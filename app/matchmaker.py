@@ -102,6 +102,7 @@ class JobRunner:
             if t is not None and t.status == "proposed" and t.match_id == job.claim_id:
                 remaining.append(t)
         formed = 0
+        run_token = uuid.uuid4().hex[:8]
         try:
             steps = tuple(parse_step(s, f"relax_steps[{k}]") for k, s in enumerate(job.relax_steps))
             exp = self.experiments.for_pool(job.pool)
@@ -112,16 +113,20 @@ class JobRunner:
                 inst, owner, _ = build_instance(pool, remaining, now)
                 if steps:
                     inst = relax(inst, job.waited_s, RelaxConfig(steps, "max"))
-                match_id = f"{job.claim_id}-{k}"
+                # the key is deterministic (arm and seed); the id also carries this run's token: a job
+                # taken over by another solver (XAUTOCLAIM) may still be finishing on a slow one, and
+                # both may commit disjoint matches from the same claim — each must keep its own id
+                key = f"{job.claim_id}-{k}"
+                match_id = f"{key}-{run_token}"
                 arm_cfg = None
                 if exp is not None:
                     if exp.config.key == "match":
-                        arm_cfg = exp.arm_for(match_id)
+                        arm_cfg = exp.arm_for(key)
                     elif job.arm is not None:
                         arm_cfg = next((a for a in exp.config.arms if a.name == job.arm), None)
                 plan = plan_for(pool, arm_cfg)
                 t0 = time.perf_counter()
-                sol = self.engine.solve(inst, plan, job.pool, seed=seed_of(match_id), start=t0)
+                sol = self.engine.solve(inst, plan, job.pool, seed=seed_of(key), start=t0)
                 if not sol.has_assignment:
                     break
                 selected = sorted({owner[pid] for team in sol.teams for pid in team})
