@@ -22,6 +22,8 @@ import time
 from fractions import Fraction
 
 import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import maximum_bipartite_matching
 
 from mgmatch.core.compiler import CAnd, CLit, COr, Row, parties
 from mgmatch.core.problem import Problem
@@ -136,21 +138,11 @@ class _Sampler:
     def _slot_open(self, t: np.ndarray, j: int, i: int) -> bool:
         """Whether player i can join team j and every member still gets a distinct accepted slot."""
         members = np.flatnonzero(t == j).tolist() + [i]
-        # greedy bipartite check by augmenting paths (tiny: a team has few members)
-        slots = self.slots
-        match: dict[int, int] = {}
-
-        def augment(m: int, seen: set[int]) -> bool:
-            for s, role in enumerate(slots):
-                if s in seen or not self.accepts[role][m]:
-                    continue
-                seen.add(s)
-                if s not in match or augment(match[s], seen):
-                    match[s] = m
-                    return True
+        if len(members) > len(self.slots):
             return False
-
-        return all(augment(m, set()) for m in members)
+        fits = np.stack([self.accepts[role][members] for role in self.slots], axis=1)  # [members, slots]
+        match = maximum_bipartite_matching(csr_matrix(fits.astype(np.int8)), perm_type="column")
+        return bool((match >= 0).all())
 
 
 @register("random", "Random: sample rule-aware random assignments within the budget, keep the best by engagement")
