@@ -258,7 +258,7 @@ def create_app(rt: Runtime) -> FastAPI:
     async def create_ticket(body: TicketIn, idempotency_key: str | None = Header(default=None),
                             x_mgmatch_ab_key: str | None = Header(default=None)):
         t, key = prepare_ticket(rt, body, x_mgmatch_ab_key, idempotency_key)
-        stored, created = await call(rt.store.create, t, key)
+        stored, created = await rt.store.acreate(t, key)
         if created:
             metrics.TICKET_EVENTS.labels(t.pool, "created").inc()
         return JSONResponse(ticket_out(stored), status_code=201 if created else 200)
@@ -273,7 +273,7 @@ def create_app(rt: Runtime) -> FastAPI:
             except InvalidInput as err:
                 raise InvalidInput(join(f"tickets[{k}]", [err.field]) if err.field else f"tickets[{k}]",
                                    err.message) from None
-        results = await call(rt.store.create_many, prepared)
+        results = await rt.store.acreate_many(prepared)
         out = []
         for (t, _), res in zip(prepared, results, strict=True):
             if isinstance(res, Conflict):
@@ -287,7 +287,7 @@ def create_app(rt: Runtime) -> FastAPI:
 
     @app.get("/v1/tickets/{ticket_id}", tags=["tickets"], response_model=TicketOut, summary="A ticket's status.")
     async def get_ticket(ticket_id: str):
-        t = await call(rt.store.get, ticket_id)
+        t = await rt.store.aget(ticket_id)
         if t is None:
             return _err(404, "ticket_id", f"no ticket {ticket_id!r}")
         return JSONResponse(ticket_out(t))
@@ -295,7 +295,7 @@ def create_app(rt: Runtime) -> FastAPI:
     @app.delete("/v1/tickets/{ticket_id}", tags=["tickets"], response_model=TicketOut,
                 summary="Cancel a queued or proposed ticket.")
     async def cancel_ticket(ticket_id: str):
-        t = await call(rt.store.cancel, ticket_id)
+        t = await rt.store.acancel(ticket_id)
         if t is None:
             return _err(404, "ticket_id", f"no ticket {ticket_id!r}")
         metrics.TICKET_EVENTS.labels(t.pool, "cancelled").inc()

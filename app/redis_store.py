@@ -8,11 +8,14 @@ consumer group; a job whose worker died is taken over with XAUTOCLAIM.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
 
+import anyio.to_thread
 import redis
+import redis.asyncio as aioredis
 
 from .keys import BLOCK_MS, EVENTS_MAXLEN, SOLVER_GROUP, TICKET_RETENTION_S, Keys
 from .store import Conflict, MatchResult, Store, Ticket, pool_of
@@ -163,12 +166,20 @@ return n
 """
 
 
+# Blocking reads wait BLOCK_MS (1 s); the socket timeout must stay above that.
+_CLIENT_OPTIONS: dict[str, Any] = {"decode_responses": True, "socket_timeout": 10, "socket_connect_timeout": 5,
+                                   "health_check_interval": 30}
+
+
 class RedisStore(Store):
     """Production store. Thread-safe (redis-py pools connections)."""
 
-    def __init__(self, client: redis.Redis, prefix: str = "mgm"):
+    def __init__(self, client: redis.Redis, prefix: str = "mgm", url: str | None = None):
         self.r = client
         self.keys = Keys(prefix)
+        # the API's async hot path gets its own asyncio client per event loop (built lazily from the URL)
+        self._url = url
+        self._aio: tuple[asyncio.AbstractEventLoop, aioredis.Redis, dict[str, Any]] | None = None
         self._create = client.register_script(_CREATE)
         self._claim = client.register_script(_CLAIM)
         self._commit = client.register_script(_COMMIT)
@@ -180,10 +191,19 @@ class RedisStore(Store):
 
     @staticmethod
     def from_url(url: str, prefix: str = "mgm") -> RedisStore:
-        # Blocking reads wait BLOCK_MS (1 s); the socket timeout must stay above that.
-        client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10, socket_connect_timeout=5,
-                                      health_check_interval=30)
-        return RedisStore(client, prefix)
+        client = redis.Redis.from_url(url, **_CLIENT_OPTIONS)
+        return RedisStore(client, prefix, url=url)
+
+    def _async(self) -> tuple[aioredis.Redis, dict[str, Any]] | None:
+        """The asyncio client and scripts of the running loop (None: no URL, use threads)."""
+        if self._url is None:
+            return None
+        loop = asyncio.get_running_loop()
+        if self._aio is None or self._aio[0] is not loop:
+            client = aioredis.Redis.from_url(self._url, **_CLIENT_OPTIONS)
+            scripts = {"create": client.register_script(_CREATE), "cancel": client.register_script(_CANCEL)}
+            self._aio = (loop, client, scripts)
+        return self._aio[1], self._aio[2]
 
     # ------------------------------------------------------------------ tickets
 
@@ -191,15 +211,18 @@ class RedisStore(Store):
         k = self.keys
         return [k.queue(pool), k.expiry(pool), k.pending(pool)]
 
-    def _create_call(self, ticket: Ticket, idempotency_key: str | None, client=None):
+    def _create_kv(self, ticket: Ticket, idempotency_key: str | None) -> dict[str, list]:
         k, pool = self.keys, ticket.pool
         ttl_ms = max(1, int((ticket.expires_at - ticket.created_at) * 1000))
         idem_key = k.idempotency(pool, idempotency_key or "-")
-        return self._create(
-            keys=[idem_key, k.ticket(pool, ticket.id), k.queue(pool), k.expiry(pool), k.events(pool), k.players(pool)],
-            args=[ticket.id, ticket.data_json(), repr(ticket.created_at), repr(ticket.expires_at), ttl_ms,
-                  "1" if idempotency_key else "0", ttl_ms + TICKET_RETENTION_S * 1000, EVENTS_MAXLEN,
-                  k.ticket(pool, ""), repr(time.time()), *(p["id"] for p in ticket.players)], client=client)
+        return {"keys": [idem_key, k.ticket(pool, ticket.id), k.queue(pool), k.expiry(pool), k.events(pool),
+                         k.players(pool)],
+                "args": [ticket.id, ticket.data_json(), repr(ticket.created_at), repr(ticket.expires_at), ttl_ms,
+                         "1" if idempotency_key else "0", ttl_ms + TICKET_RETENTION_S * 1000, EVENTS_MAXLEN,
+                         k.ticket(pool, ""), repr(time.time()), *(p["id"] for p in ticket.players)]}
+
+    def _create_call(self, ticket: Ticket, idempotency_key: str | None, client=None):
+        return self._create(**self._create_kv(ticket, idempotency_key), client=client)
 
     def create_many(self, items: list[tuple[Ticket, str | None]]) -> list[tuple[Ticket, bool] | Conflict]:
         """One round trip for the whole batch (a pipeline of the create script)."""
@@ -227,6 +250,58 @@ class RedisStore(Store):
                 return earlier, False
         return ticket, True
 
+    async def _acreated(self, ticket: Ticket, prev: str) -> tuple[Ticket, bool]:
+        if prev and not prev.startswith("!"):
+            earlier = await self.aget(prev)
+            if earlier is not None:
+                return earlier, False
+            return ticket, True
+        return self._created(ticket, prev)
+
+    async def acreate(self, ticket: Ticket, idempotency_key: str | None = None) -> tuple[Ticket, bool]:
+        aio = self._async()
+        if aio is None:
+            return await anyio.to_thread.run_sync(self.create, ticket, idempotency_key)
+        prev = await aio[1]["create"](**self._create_kv(ticket, idempotency_key))
+        return await self._acreated(ticket, prev)
+
+    async def acreate_many(self, items: list[tuple[Ticket, str | None]]) -> list[tuple[Ticket, bool] | Conflict]:
+        aio = self._async()
+        if aio is None:
+            return await anyio.to_thread.run_sync(self.create_many, items)
+        client, scripts = aio
+        async with client.pipeline(transaction=False) as pipe:
+            for t, key in items:
+                await scripts["create"](**self._create_kv(t, key), client=pipe)
+            prevs = await pipe.execute()
+        out: list[tuple[Ticket, bool] | Conflict] = []
+        for (t, _), prev in zip(items, prevs, strict=True):
+            try:
+                out.append(await self._acreated(t, prev))
+            except Conflict as err:
+                out.append(err)
+        return out
+
+    async def aget(self, ticket_id: str) -> Ticket | None:
+        aio = self._async()
+        if aio is None:
+            return await anyio.to_thread.run_sync(self.get, ticket_id)
+        pool = pool_of(ticket_id)
+        if pool is None:
+            return None
+        f = await aio[0].hgetall(self.keys.ticket(pool, ticket_id))
+        return Ticket.from_fields(ticket_id, f).view() if f else None
+
+    async def acancel(self, ticket_id: str) -> Ticket | None:
+        aio = self._async()
+        if aio is None:
+            return await anyio.to_thread.run_sync(self.cancel, ticket_id)
+        pool = pool_of(ticket_id)
+        if pool is None:
+            return None
+        out = await aio[1]["cancel"](**self._cancel_kv(pool, ticket_id))
+        return await self._acancelled(ticket_id, out)
+
     def get(self, ticket_id: str) -> Ticket | None:
         pool = pool_of(ticket_id)
         if pool is None:
@@ -240,13 +315,23 @@ class RedisStore(Store):
         pool = pool_of(ticket_id)
         if pool is None:
             return None
-        out = self._cancel(keys=[*self._pool_keys(pool), self.keys.events(pool), self.keys.ticket(pool, ticket_id)],
-                           args=[repr(time.time()), EVENTS_MAXLEN])
+        out = self._cancel(**self._cancel_kv(pool, ticket_id))
         if out == "":
             return None
         if out != "ok":
             raise Conflict(f"ticket is {out}")
         return self.get(ticket_id)
+
+    def _cancel_kv(self, pool: str, ticket_id: str) -> dict[str, list]:
+        return {"keys": [*self._pool_keys(pool), self.keys.events(pool), self.keys.ticket(pool, ticket_id)],
+                "args": [repr(time.time()), EVENTS_MAXLEN]}
+
+    async def _acancelled(self, ticket_id: str, out: str) -> Ticket | None:
+        if out == "":
+            return None
+        if out != "ok":
+            raise Conflict(f"ticket is {out}")
+        return await self.aget(ticket_id)
 
     def queued(self, pool: str, limit: int = 10_000) -> list[Ticket]:
         ids = self.r.zrange(self.keys.queue(pool), 0, limit - 1)
@@ -312,6 +397,7 @@ class RedisStore(Store):
 
     def close(self) -> None:
         self.r.close()
+        self._aio = None  # the asyncio client closes with its event loop
 
     # ------------------------------------------------------------------ solve jobs (streams)
 

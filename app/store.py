@@ -153,6 +153,21 @@ class Store(ABC):
         """Push a proposal's lease forward (a recovering worker takes it over). Returns tickets extended."""
         return 0
 
+    # The API's hot path is async: a store that talks to a server over the network overrides these
+    # with native asyncio calls (no thread hop per request); an in-process store answers directly.
+
+    async def acreate(self, ticket: Ticket, idempotency_key: str | None = None) -> tuple[Ticket, bool]:
+        return self.create(ticket, idempotency_key)
+
+    async def acreate_many(self, items: list[tuple[Ticket, str | None]]) -> list[tuple[Ticket, bool] | Conflict]:
+        return self.create_many(items)
+
+    async def aget(self, ticket_id: str) -> Ticket | None:
+        return self.get(ticket_id)
+
+    async def acancel(self, ticket_id: str) -> Ticket | None:
+        return self.cancel(ticket_id)
+
     def ping(self) -> bool:
         return True
 

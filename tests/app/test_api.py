@@ -58,8 +58,17 @@ def test_ticket_lifecycle_matched_with_teams(tmp_path, live):
         assert r.status_code == 409 and "matched" in r.json()["error"]["message"]
 
 
-def test_cancel_expire_idempotency_and_duplicate_players(tmp_path, live):
-    srv = live(_runtime(tmp_path))
+def _store_settings(store: str, request) -> dict:
+    """Settings for the in-memory store, or for Redis (the API's asyncio path) under a fresh prefix."""
+    if store == "memory":
+        return {}
+    url, prefix = request.getfixturevalue("redis_url")
+    return {"store": "redis", "redis_url": url, "key_prefix": prefix}
+
+
+@pytest.mark.parametrize("store", ["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def test_cancel_expire_idempotency_and_duplicate_players(tmp_path, live, store, request):
+    srv = live(_runtime(tmp_path, start=False, **_store_settings(store, request)))
     with client(srv.url) as c:
         a = _ticket(c, "a", 1, idempotency_key="k-1").json()
         again = _ticket(c, "a", 1, idempotency_key="k-1")
@@ -194,8 +203,9 @@ def test_api_keys_hmac_body_and_rate_limits(tmp_path, live):
         assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
 
 
-def test_batch_ingest_creates_in_order_and_reports_per_ticket_conflicts(tmp_path, live):
-    srv = live(_runtime(tmp_path, start=False))
+@pytest.mark.parametrize("store", ["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def test_batch_ingest_creates_in_order_and_reports_per_ticket_conflicts(tmp_path, live, store, request):
+    srv = live(_runtime(tmp_path, start=False, **_store_settings(store, request)))
     one = lambda pid, i: {"pool": "small", "players": [{"id": pid, "features": features(i)}]}  # noqa: E731
     with client(srv.url) as c:
         r = c.post("/v1/tickets/batch", json={"tickets": [one(f"bt{i}", i) for i in range(5)] + [one("bt0", 9)]})
