@@ -73,7 +73,7 @@ class Plan:
 
 
 def plan_for(pool: PoolConfig | None, arm: ArmConfig | None, *, default_method: str = "exact",
-             default_budget_ms: float = 100.0, default_fallback: str = "exact") -> Plan:
+             default_budget_ms: float = 100.0, default_fallback: str = "surrogate") -> Plan:
     method = pool.method if pool else default_method
     fallback = pool.fallback_method if pool else default_fallback
     budget = pool.time_budget_ms if pool else default_budget_ms

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -244,11 +245,13 @@ def create_app(rt: Runtime) -> FastAPI:
                         default_fallback=d.fallback_method)
         if method is not None:
             rt.engine.check_method(method)
-            plan = plan.__class__(method, plan.fallback_method, plan.time_budget_ms, plan.engagement_model,
-                                  plan.predictor, plan.arm)
+            plan = replace(plan, method=method)
         if limit is not None:
-            plan = plan.__class__(plan.method, plan.fallback_method, float(limit), plan.engagement_model,
-                                  plan.predictor, plan.arm)
+            plan = replace(plan, time_budget_ms=float(limit))
+        # time_limit_ms is the server's whole budget for the request: the solver gets it less the reserve
+        # for sending the answer (the Solution's time_ms stays the solver's own wall time)
+        solver_ms = max(1.0, plan.time_budget_ms - s.response_reserve_ms)
+        plan = replace(plan, time_budget_ms=solver_ms)
         sol = await anyio.to_thread.run_sync(lambda: rt.engine.solve(inst, plan, SOLVE_POOL, start=t0))
         return JSONResponse(sol.to_json())
 

@@ -8,7 +8,7 @@ pools:
     rules: [{kind: party_together}, {kind: skill_balance, max_diff: 150}]
     engagement_model: 3v3     # a preset name or a name under models.engagement
     method: exact             # any registered solver
-    fallback_method: local-search   # model-free, used when the predictor is down or late
+    fallback_method: surrogate      # model-free (no network), used when the predictor is down or late
     time_budget_ms: 100
     dispatch: {policy: immediate, params: {}}
     max_candidates: 48        # ≤ 100 players per solve
@@ -70,7 +70,7 @@ class PoolConfig(_Strict):
     rules: list[dict[str, Any]] = Field(default_factory=list)
     engagement_model: str | None = None
     method: str = "exact"
-    fallback_method: str = "exact"
+    fallback_method: str = "surrogate"
     predictor: str | None = Field(default=None, description="Predictor name/path for mgmatch/bgcn; default: the model's.")
     time_budget_ms: float = Field(default=100.0, gt=0, le=60_000)
     dispatch: DispatchConfig = Field(default_factory=DispatchConfig)
@@ -166,7 +166,7 @@ class SolveDefaults(_Strict):
     """What ``POST /v1/solve`` runs when the request names no method / budget."""
 
     method: str = "exact"
-    fallback_method: str = "exact"
+    fallback_method: str = "surrogate"
     time_budget_ms: float = Field(default=100.0, gt=0, le=60_000)
 
 
@@ -205,7 +205,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
          "dispatch": {"policy": "immediate"}},
         {"name": "12v12", "teams": 2, "team_size": 12, "engagement_model": "12v12",
          "rules": [{"kind": "party_together"}],
-         "method": "mgmatch", "fallback_method": "exact", "time_budget_ms": 100, "max_candidates": 48,
+         "method": "mgmatch", "fallback_method": "surrogate", "time_budget_ms": 100, "max_candidates": 48,
          "dispatch": {"policy": "immediate"}},
     ],
 }

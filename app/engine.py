@@ -83,8 +83,11 @@ class Engine:
         t0 = time.perf_counter() if start is None else start
         arm = plan.arm or metrics.NO_ARM
         self.check_method(plan.method)
+        t_enc = time.perf_counter()
         with metrics.stage("encode", pool, plan.method, arm):
             problem = self.problem(instance, plan.engagement_model)
+        timing = {"queued_ms": round((t_enc - t0) * 1e3, 3),
+                  "encode_ms": round((time.perf_counter() - t_enc) * 1e3, 3)}
         budget = Budget(plan.time_budget_ms, t0)
         method, fallback_reason, predictor_version = plan.method, None, None
         sol: Solution | None = None
@@ -118,6 +121,7 @@ class Engine:
                                  "model_version": predictor_version or self.engagement.version(problem.model_name)}
         if fallback_reason is not None:
             extra["fallback"] = fallback_reason
+        extra["stats"] = {**timing, **(getattr(sol, "stats", None) or {})}
         sol = sol.model_copy(update=extra)
         metrics.record_solution(pool, method, arm, sol.status, sol.objective, sol.gap)
         metrics.STAGE_SECONDS.labels("end_to_end", pool, method, arm).observe(time.perf_counter() - t0)

@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1_000_000, ge=1024, description="Largest accepted request body.")
     max_solve_players: int = Field(default=100, ge=2, le=1000, description="Largest candidate pool for /v1/solve.")
     max_time_limit_ms: float = Field(default=10_000.0, gt=0, description="Largest time budget a request may ask for.")
+    response_reserve_ms: float = Field(default=5.0, ge=0, le=1000,
+                                       description="Share of a /v1/solve budget kept for sending the answer: the "
+                                                   "solver gets time_limit_ms minus this, so the reply leaves in time.")
     rate_limit_per_s: float = Field(default=0.0, ge=0, description="Requests per second per client; 0 = unlimited.")
     rate_limit_burst: float = Field(default=200.0, ge=1)
     # --- workers

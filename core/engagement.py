@@ -161,3 +161,27 @@ def load_engagement(path: str | Path) -> EngagementModel:
 
 def save_engagement(model: EngagementModel, path: str | Path) -> None:
     Path(path).write_text(json.dumps(model.to_json()))
+
+
+def engagement_gradient(model: EngagementModel, emb: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
+    """∂EnG/∂x_ij at the uniform fractional assignment x̄_ij = K_j / N (column ``eng_grad``).
+
+    The nonlinear objective's analogue of the objective coefficient a MIP encoder gives each
+    variable: the first-order gain of putting player i on team j. Shapes: emb [N, E] → [N, D].
+    """
+    N, E = emb.shape
+    D = len(sizes)
+    t = np.concatenate([emb.sum(0) * (sizes[j] / N) for j in range(D)])
+    acts, h = [], t
+    layers = model.head_weights
+    for k, (w, b) in enumerate(layers):
+        a = w @ h + b
+        acts.append(a)
+        h = np.maximum(a, 0.0) if k < len(layers) - 1 else a
+    g = np.ones(1)
+    for k in range(len(layers) - 1, -1, -1):
+        w = layers[k][0]
+        if k < len(layers) - 1:
+            g = g * (acts[k] > 0)
+        g = w.T @ g
+    return emb @ g.reshape(D, E).T

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mgmatch.core.compiler import CAnd, CCond, CLit, Compiled, COr, Row
-from mgmatch.core.engagement import EngagementModel
+from mgmatch.core.engagement import EngagementModel, engagement_gradient
 from mgmatch.core.problem import Problem
 
 FEATURE_VERSION = "mgmatch-graph/v2"
@@ -194,30 +194,6 @@ def encode(problem: Problem, encoding: str = "logical") -> Graph:
         x_index=np.arange(N * D, dtype=np.int64).reshape(N, D),
         player_emb=emb.astype(np.float32),
     )
-
-
-def engagement_gradient(model: EngagementModel, emb: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
-    """∂EnG/∂x_ij at the uniform fractional assignment x̄_ij = K_j / N (column ``eng_grad``).
-
-    The nonlinear objective's analogue of the objective coefficient a MIP encoder gives each
-    variable: the first-order gain of putting player i on team j. Shapes: emb [N, E] → [N, D].
-    """
-    N, E = emb.shape
-    D = len(sizes)
-    t = np.concatenate([emb.sum(0) * (sizes[j] / N) for j in range(D)])
-    acts, h = [], t
-    layers = model.head_weights
-    for k, (w, b) in enumerate(layers):
-        a = w @ h + b
-        acts.append(a)
-        h = np.maximum(a, 0.0) if k < len(layers) - 1 else a
-    g = np.ones(1)
-    for k in range(len(layers) - 1, -1, -1):
-        w = layers[k][0]
-        if k < len(layers) - 1:
-            g = g * (acts[k] > 0)
-        g = w.T @ g
-    return emb @ g.reshape(D, E).T
 
 
 def batch(graphs: list[Graph]) -> GraphBatch:

@@ -309,7 +309,7 @@ class MipModel:
     def solve(self) -> MipResult:
         m = self.model
         t0 = time.perf_counter()
-        m.optimize()
+        m.optimizeNogil()  # releases the GIL: concurrent solves in one process run in parallel
         elapsed = time.perf_counter() - t0
         status = m.getStatus()
         nodes = int(m.getNNodes())

@@ -47,6 +47,7 @@ def run_server(settings, host: str, port: int) -> None:
         fail(f"cannot reach Redis at {settings.redis_url}")
     if settings.embedded_workers:
         rt.start_embedded()
+    rt.settle()
     try:
         uvicorn.run(build_asgi(rt), host=host, port=port, log_level="warning", access_log=False)
     finally:

@@ -47,4 +47,5 @@ def worker_cmd(
         fail(f"cannot reach Redis at {settings.redis_url}")
     predictors = RemotePredictors(store) if kind == "solver" and not local_predictor else None
     rt = Runtime.build(settings, store=store, predictors=predictors)
+    rt.settle()
     run_worker(kind, rt, min_idle_ms=min_idle_ms)

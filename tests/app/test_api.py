@@ -138,6 +138,19 @@ def test_solve_matches_spec_example_and_rejects_bad_input(tmp_path, live):
         assert r.status_code == 400
 
 
+def test_solve_budget_keeps_a_reserve_for_the_reply(tmp_path, live):
+    # local-search always runs to its deadline: its time shows the budget the solver was given
+    srv = live(_runtime(tmp_path, start=False, response_reserve_ms=60.0))
+    inst = json.loads((SPEC_EXAMPLES / "instance-3v3-small.json").read_text())
+    with client(srv.url) as c:
+        r = c.post("/v1/solve", json={**inst, "engagement_model": "small", "method": "local-search",
+                                      "time_limit_ms": 100})
+        assert r.status_code == 200, r.text
+        sol = r.json()
+        assert sol["status"] in ("feasible", "optimal") and sol["time_ms"] < 75  # 100 − 60 ms, not 100
+        assert {"queued_ms", "encode_ms"} <= set(sol["stats"])
+
+
 def _value(text: str, name: str, **labels) -> float:
     """The sample ``name{labels}`` from Prometheus text (labels sorted as the client writes them); 0 if absent."""
     want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 import sys
@@ -82,6 +83,24 @@ def test_working_predictor_is_used_and_its_version_reported(tmp_path):
     sol = eng.solve(_instance(), Plan("mgmatch", "exact", 2000.0, None, None, None), "t")
     assert sol.method == "mgmatch" and sol.model_version == "fake@1"
     assert not hasattr(sol, "fallback") or sol.fallback is None
+    # where the budget went, for operators: waiting before the solve, encoding, then the solver's stages
+    assert {"queued_ms", "encode_ms", "predict_ms"} <= set(sol.stats) and sol.stats["encode_ms"] >= 0
+
+
+def test_default_fallback_is_the_model_free_surrogate(tmp_path):
+    eng = _small_engine(tmp_path, _Hub(None))
+    sol = eng.solve(_instance(), plan_for(None, None, default_method="mgmatch", default_budget_ms=400.0), "t")
+    assert sol.fallback == "unavailable" and sol.method == "surrogate"
+    assert sol.status == "feasible" and sol.has_assignment
+
+
+def test_settle_freezes_the_start_up_heap(tmp_path):
+    rt = Runtime.build(Settings(config=service_config(tmp_path)))
+    try:
+        rt.settle()
+        assert gc.get_freeze_count() > 0  # full collections no longer walk the start-up objects
+    finally:
+        gc.unfreeze()
 
 
 def test_onnx_pin_and_hot_reload(tmp_path):
