@@ -113,9 +113,9 @@ class JobRunner:
                 inst, owner, _ = build_instance(pool, remaining, now)
                 if steps:
                     inst = relax(inst, job.waited_s, RelaxConfig(steps, "max"))
-                # the key is deterministic (arm and seed); the id also carries this run's token: a job
-                # taken over by another solver (XAUTOCLAIM) may still be finishing on a slow one, and
-                # both may commit disjoint matches from the same claim — each must keep its own id
+                # the key is deterministic (arm and seed); the id also carries this run's token. A takeover
+                # fences the claim (new id), so after it only the new runner commits; matches the slow
+                # runner committed before it stand, and the token keeps their ids apart in any case
                 key = f"{job.claim_id}-{k}"
                 match_id = f"{key}-{run_token}"
                 arm_cfg = None

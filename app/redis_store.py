@@ -118,14 +118,17 @@ end
 return moved
 """
 
-# KEYS: queue, expiry, pending, ticket... ARGV: match_id, lease_until
-_EXTEND = """
+# KEYS: queue, expiry, pending, ticket... ARGV: claim_id, new_id, lease_until
+# Fencing: tickets proposed by the claim, or by an earlier takeover of it ('<claim_id>.<token>'), are
+# re-stamped with the new id; a runner still holding an older id can neither commit nor release them.
+_TAKEOVER = """
 local n = 0
+local prefix = ARGV[1] .. '.'
 for i = 4, #KEYS do
   local f = redis.call('HMGET', KEYS[i], 'status', 'match_id', 'id')
-  if f[1] == 'proposed' and f[2] == ARGV[1] then
-    redis.call('HSET', KEYS[i], 'lease', ARGV[2])
-    redis.call('ZADD', KEYS[3], ARGV[2], f[3])
+  if f[1] == 'proposed' and (f[2] == ARGV[1] or string.sub(f[2], 1, #prefix) == prefix) then
+    redis.call('HSET', KEYS[i], 'match_id', ARGV[2], 'lease', ARGV[3])
+    redis.call('ZADD', KEYS[3], ARGV[3], f[3])
     n = n + 1
   end
 end
@@ -184,7 +187,7 @@ class RedisStore(Store):
         self._claim = client.register_script(_CLAIM)
         self._commit = client.register_script(_COMMIT)
         self._release = client.register_script(_RELEASE)
-        self._extend = client.register_script(_EXTEND)
+        self._takeover = client.register_script(_TAKEOVER)
         self._cancel = client.register_script(_CANCEL)
         self._expire = client.register_script(_EXPIRE)
         self._groups: set[str] = set()
@@ -371,9 +374,9 @@ class RedisStore(Store):
         keys = [*self._pool_keys(pool), *(self.keys.ticket(pool, t) for t in ticket_ids)]
         return int(self._release(keys=keys, args=[match_id, repr(time.time())]))
 
-    def extend_lease(self, pool: str, match_id: str, ticket_ids: list[str], lease_until: float) -> int:
+    def takeover(self, pool: str, claim_id: str, new_id: str, ticket_ids: list[str], lease_until: float) -> int:
         keys = [*self._pool_keys(pool), *(self.keys.ticket(pool, t) for t in ticket_ids)]
-        return int(self._extend(keys=keys, args=[match_id, repr(lease_until)]))
+        return int(self._takeover(keys=keys, args=[claim_id, new_id, repr(lease_until)]))
 
     def reap(self, pool: str, now: float | None = None) -> tuple[int, int]:
         now = time.time() if now is None else now

@@ -149,9 +149,11 @@ class Store(ABC):
     def reap(self, pool: str, now: float | None = None) -> tuple[int, int]:
         """Expire queued tickets past their TTL, release proposals past their lease: (expired, released)."""
 
-    def extend_lease(self, pool: str, match_id: str, ticket_ids: list[str], lease_until: float) -> int:
-        """Push a proposal's lease forward (a recovering worker takes it over). Returns tickets extended."""
-        return 0
+    @abstractmethod
+    def takeover(self, pool: str, claim_id: str, new_id: str, ticket_ids: list[str], lease_until: float) -> int:
+        """Fence a claim for a runner taking it over: every ticket still proposed by ``claim_id`` (or by
+        an earlier takeover of it, ``<claim_id>.<token>``) is re-stamped ``new_id`` with a fresh lease.
+        A runner still holding an older id then fails to commit or release them. Returns tickets taken."""
 
     # The API's hot path is async: a store that talks to a server over the network overrides these
     # with native asyncio calls (no thread hop per request); an in-process store answers directly.
@@ -309,13 +311,14 @@ class MemoryStore(Store):
             self._resort(pool)
         return n
 
-    def extend_lease(self, pool: str, match_id: str, ticket_ids: list[str], lease_until: float) -> int:
+    def takeover(self, pool: str, claim_id: str, new_id: str, ticket_ids: list[str], lease_until: float) -> int:
         n = 0
         with self._lock:
             for tid in ticket_ids:
                 t = self._t.get(tid)
-                if t is not None and t.status == "proposed" and t.match_id == match_id:
-                    t.lease_until = lease_until
+                if (t is not None and t.status == "proposed" and t.match_id is not None
+                        and (t.match_id == claim_id or t.match_id.startswith(claim_id + "."))):
+                    t.match_id, t.lease_until = new_id, lease_until
                     n += 1
         return n
 

@@ -7,8 +7,10 @@ port, a heartbeat key, SIGTERM/SIGINT → finish the current job, then exit.
   reaps, asks the dispatch policy, claims candidates atomically and publishes a job on the pool's
   stream.
 - **solver** — reads jobs with the ``solvers`` consumer group; first takes over jobs a dead worker
-  left unacknowledged for ``MGMATCH_JOB_MIN_IDLE_MS`` (XAUTOCLAIM), extending their lease while
-  the tickets are still proposed by that job; solves, commits, releases, then XACK+XDEL.
+  left unacknowledged for ``MGMATCH_JOB_MIN_IDLE_MS`` (XAUTOCLAIM), fencing them: the tickets still
+  proposed by that job are re-stamped with a new claim id and lease in one Lua call, so the earlier
+  runner, if it is slow rather than dead, can no longer commit or release them; solves, commits,
+  releases, then XACK+XDEL.
 - **inference** — reads predictor requests (``inference`` group) in batches, runs the ONNX network
   once per batch and pushes each reply to its reply list. Solvers reach it through
   :class:`RemotePredictors`; with no live inference worker, or no reply in time, the solve falls
@@ -17,6 +19,7 @@ port, a heartbeat key, SIGTERM/SIGINT → finish the current job, then exit.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -143,11 +146,15 @@ def run_job(h: Harness, pool: str, eid: str, obj: dict, recovered: bool = False)
         h.store.ack_job(pool, eid)
         return
     if recovered:
-        held = h.store.extend_lease(pool, job.claim_id, job.tickets, time.time() + cfg.lease_s)
-        log.info("solver %s took over job %s (%d tickets still proposed)", h.worker_id, job.claim_id, held)
-        if held == 0:  # the lease ran out and the tickets went back already
+        # fence: the tickets get this run's id, so a slow-but-alive earlier runner can no longer commit them
+        fenced = f"{job.claim_id}.{uuid.uuid4().hex[:8]}"
+        held = h.store.takeover(pool, job.claim_id, fenced, job.tickets, time.time() + cfg.lease_s)
+        log.info("solver %s took over job %s as %s (%d tickets still proposed)", h.worker_id, job.claim_id,
+                 fenced, held)
+        if held == 0:  # committed, or the lease ran out and the tickets went back already
             h.store.ack_job(pool, eid)
             return
+        job = dataclasses.replace(job, claim_id=fenced)
     h.rt.runner.run(job)
     h.store.ack_job(pool, eid)
 

@@ -76,6 +76,29 @@ def test_commit_refuses_when_a_selected_ticket_was_cancelled(store):
     assert [store.get(t).status for t in ids[1:]] == ["queued"] * 3
 
 
+def test_takeover_fences_the_earlier_runner(store):
+    ids = _tickets(store, 6)
+    assert store.claim("p", ids, "c1", time.time() + 30)
+    # the slow runner commits one match before the takeover: that one stands
+    assert store.commit("p", "c1", ids[:2], [], _result("c1-0-a", ids[:2]))
+    lease = time.time() + 60
+    assert store.takeover("p", "c1", "c1.b", ids, lease) == 4  # the four still proposed
+    assert {store.get(t).match_id for t in ids[2:]} == {"c1.b"}
+    assert store.get(ids[2]).lease_until == pytest.approx(lease)
+    # the slow runner, still alive, can neither commit nor release what it lost
+    assert not store.commit("p", "c1", ids[2:4], [], _result("c1-1-a", ids[2:4]))
+    assert store.release("p", "c1", ids[2:]) == 0
+    assert [store.get(t).status for t in ids[2:]] == ["proposed"] * 4
+    # a second takeover fences the first taker too (the stream entry still names c1)
+    assert store.takeover("p", "c1", "c1.c", ids, lease) == 4
+    assert not store.commit("p", "c1.b", ids[2:4], [], _result("c1.b-0", ids[2:4]))
+    assert store.commit("p", "c1.c", ids[2:4], [], _result("c1.c-0", ids[2:4]))
+    assert store.release("p", "c1.c", ids[4:]) == 2
+    assert [store.get(t).status for t in ids] == ["matched"] * 4 + ["queued"] * 2
+    assert store.takeover("p", "c1", "c1.d", ids, lease) == 0  # nothing left to take
+    assert store.get(ids[0]).result["match_id"] == "c1-0-a" and store.get(ids[2]).result["match_id"] == "c1.c-0"
+
+
 def test_reaper_expires_and_recovers_expired_leases(store):
     ids = _tickets(store, 3, ttl=0.3)
     more = _tickets(store, 2, start=10)

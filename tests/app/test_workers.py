@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from svc_helpers import client, features, poll, service_config, shipped_predictor_problem  # noqa: E402
 
-from mgmatch.app.matchmaker import Matchmaker  # noqa: E402
+from mgmatch.app.matchmaker import Job, JobRunner, Matchmaker  # noqa: E402
 from mgmatch.app.runtime import Runtime  # noqa: E402
 from mgmatch.app.settings import Settings  # noqa: E402
 from mgmatch.app.store import Ticket, new_ticket_id  # noqa: E402
@@ -107,12 +108,41 @@ def test_solver_killed_mid_match_is_taken_over_by_another(tmp_path, redis_url):
         poll(lambda: all(rt.store.get(t).status == "matched" for t in ids), timeout=60)
         tickets = [rt.store.get(t) for t in ids]
         matches = _assert_no_double_booking(tickets)
-        # the dead worker's job, finished by the new one: match 0 of that claim, with the new run's token
-        assert len(matches) == 1 and next(iter(matches)).startswith(f"{claim_id}-0-")
+        # the dead worker's job, finished by the new one under its fenced claim id '<claim>.<token>'
+        assert len(matches) == 1 and next(iter(matches)).startswith(f"{claim_id}.")
         poll(lambda: rt.store.jobs_lag("small") == 0, timeout=10)
     finally:
         solver.send_signal(signal.SIGTERM)
         assert solver.wait(20) == 0, solver.stderr.read()[-2000:]
+
+
+def test_slow_runner_overtaken_by_a_takeover_cannot_commit(tmp_path, redis_url):
+    """Runner A (slow, not dead) reaches its commit only after runner B fenced the claim: A's commit
+    fails and A's release leaves B's tickets alone; B forms the match under its fenced id."""
+    url, prefix = redis_url
+    cfg = service_config(tmp_path)
+    rt = _runtime(cfg, url, prefix)
+    ids = _queue(rt, 6)
+    jobs: list[dict] = []
+    mm = Matchmaker(rt.pools["small"], rt.store, None, rt.experiments, publish=lambda pool, job: jobs.append(job))
+    assert mm.tick() == 1
+    job = Job.from_json(jobs[0])
+    store, fenced = rt.store, f"{job.claim_id}.b"
+
+    class TakenOverBeforeCommit:  # the store as runner A sees it: B fences the claim while A solves
+        def __getattr__(self, name):
+            return getattr(store, name)
+
+        def commit(self, *args, **kw):
+            assert store.takeover("small", job.claim_id, fenced, job.tickets, time.time() + 30) == 6
+            return store.commit(*args, **kw)
+
+    slow = JobRunner(rt.runner.pools, TakenOverBeforeCommit(), rt.engine, rt.experiments)
+    assert slow.run(job) == 0
+    assert [rt.store.get(t).status for t in ids] == ["proposed"] * 6  # still B's, not requeued by A
+    assert rt.runner.run(dataclasses.replace(job, claim_id=fenced)) == 1
+    matches = _assert_no_double_booking([rt.store.get(t) for t in ids])
+    assert next(iter(matches)).startswith(fenced + "-0-")
 
 
 def test_lease_expiry_returns_a_dead_workers_tickets_to_the_queue(tmp_path, redis_url):
