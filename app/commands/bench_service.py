@@ -215,7 +215,7 @@ def bench_service_cmd(
     redis_url: Annotated[str, typer.Option(help="Redis for store=redis.")] = "redis://127.0.0.1:6379/14",
     presets: Annotated[str, typer.Option(help="Solve pools to generate: 3v3, 12v12.")] = "3v3,12v12",
     method: Annotated[str, typer.Option(help="Solver method for /v1/solve.")] = "mgmatch",
-    time_limit_ms: Annotated[float, typer.Option(help="Budget per solve (ms).")] = 60.0,
+    time_limit_ms: Annotated[float, typer.Option(help="Budget per /v1/solve request (ms), reply included.")] = 100.0,
     solve_rate: Annotated[float, typer.Option(help="Offered /v1/solve load (req/s, open loop).")] = 20.0,
     solve_s: Annotated[float, typer.Option(help="Seconds of solve load per preset and store.")] = 10.0,
     ingest_s: Annotated[float, typer.Option(help="Seconds of ticket ingest per store.")] = 5.0,
