@@ -31,7 +31,7 @@ COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir --no-deps /wheels/*.whl && rm -rf /wheels /tmp/requirements-service.txt
 COPY deploy/config/service.yaml /etc/mgmatch/service.yaml
 USER mgmatch
-EXPOSE 8000 9100
+EXPOSE 8000 50051 9100
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
   CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2)"
 ENTRYPOINT ["mgmatch"]

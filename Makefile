@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install run test lint bench-exact clean
+.PHONY: install run test lint bench-exact clean grpc
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,3 +28,8 @@ test: install lint
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+
+# Regenerate the gRPC modules from app/rpc/matchmaker.proto (needs the dev extra: grpcio-tools).
+grpc: install
+	$(BIN)/python -m grpc_tools.protoc -I app/rpc --python_out=app/rpc --grpc_python_out=app/rpc app/rpc/matchmaker.proto
+	sed -i 's/^import matchmaker_pb2 as/from . import matchmaker_pb2 as/' app/rpc/matchmaker_pb2_grpc.py

@@ -25,10 +25,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 
 from mgmatch.core.errors import InvalidInput, join
-from mgmatch.core.instance import Player, parse_instance
+from mgmatch.core.instance import Instance, Player, parse_instance
 
 from . import metrics
-from .ab import plan_for
+from .ab import Plan, plan_for
 from .config import SOLVE_POOL
 from .runtime import Runtime
 from .security import Guard
@@ -137,6 +137,45 @@ def prepare_ticket(rt: Runtime, body: TicketIn, ab_header: str | None,
     return t, idempotency_key or body.idempotency_key
 
 
+def solve_request(rt: Runtime, obj: dict[str, Any], ab_key: str | None) -> tuple[Instance, Plan]:
+    """A /v1/solve request object (an instance plus optional ``method`` and ``time_limit_ms``) →
+    the instance and the plan to solve it with. Shared by HTTP and gRPC; InvalidInput names the field."""
+    s = rt.settings
+    obj = dict(obj)
+    method = obj.pop("method", None)
+    limit = obj.pop("time_limit_ms", None)
+    if method is not None and not isinstance(method, str):
+        raise InvalidInput("method", "expected a method name")
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0:
+            raise InvalidInput("time_limit_ms", f"expected a number > 0, got {limit!r}")
+        if limit > s.max_time_limit_ms:
+            raise InvalidInput("time_limit_ms", f"at most {s.max_time_limit_ms:g} ms")
+    players = obj.get("players")
+    if isinstance(players, list) and len(players) > s.max_solve_players:
+        raise InvalidInput("players", f"{len(players)} players; a solve takes at most {s.max_solve_players}")
+    obj.setdefault("format", "mgmatch-instance/v1")
+    inst = parse_instance(obj)
+    exp = rt.experiments.for_pool(SOLVE_POOL)
+    arm = None
+    if exp is not None:
+        key = ab_key if exp.config.key == "header" and ab_key else ",".join(sorted(inst.ids))
+        arm = exp.arm_for(key)
+    d = rt.config.solve
+    plan = plan_for(None, arm, default_method=d.method, default_budget_ms=d.time_budget_ms,
+                    default_fallback=d.fallback_method)
+    if method is not None:
+        rt.engine.check_method(method)
+        plan = replace(plan, method=method)
+    if limit is not None:
+        plan = replace(plan, time_budget_ms=float(limit))
+    # time_limit_ms is the server's whole budget for the request: the solver gets it less the reserve
+    # for sending the answer (the Solution's time_ms stays the solver's own wall time)
+    solver_ms = max(1.0, plan.time_budget_ms - s.response_reserve_ms)
+    plan = replace(plan, time_budget_ms=solver_ms)
+    return inst, plan
+
+
 def _err(status: int, field: str, message: str, **extra) -> JSONResponse:
     return JSONResponse({"error": {"field": field, "message": message}, **extra}, status_code=status)
 
@@ -221,37 +260,7 @@ def create_app(rt: Runtime) -> FastAPI:
             return _err(400, "body", f"body: not valid JSON ({err})")
         if not isinstance(obj, dict):
             return _err(422, "body", "body: expected a JSON object (an instance)")
-        method = obj.pop("method", None)
-        limit = obj.pop("time_limit_ms", None)
-        if method is not None and not isinstance(method, str):
-            raise InvalidInput("method", "expected a method name")
-        if limit is not None:
-            if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0:
-                raise InvalidInput("time_limit_ms", f"expected a number > 0, got {limit!r}")
-            if limit > s.max_time_limit_ms:
-                raise InvalidInput("time_limit_ms", f"at most {s.max_time_limit_ms:g} ms")
-        players = obj.get("players")
-        if isinstance(players, list) and len(players) > s.max_solve_players:
-            raise InvalidInput("players", f"{len(players)} players; a solve takes at most {s.max_solve_players}")
-        obj.setdefault("format", "mgmatch-instance/v1")
-        inst = parse_instance(obj)
-        exp = rt.experiments.for_pool(SOLVE_POOL)
-        arm = None
-        if exp is not None:
-            key = x_mgmatch_ab_key if exp.config.key == "header" and x_mgmatch_ab_key else ",".join(sorted(inst.ids))
-            arm = exp.arm_for(key)
-        d = rt.config.solve
-        plan = plan_for(None, arm, default_method=d.method, default_budget_ms=d.time_budget_ms,
-                        default_fallback=d.fallback_method)
-        if method is not None:
-            rt.engine.check_method(method)
-            plan = replace(plan, method=method)
-        if limit is not None:
-            plan = replace(plan, time_budget_ms=float(limit))
-        # time_limit_ms is the server's whole budget for the request: the solver gets it less the reserve
-        # for sending the answer (the Solution's time_ms stays the solver's own wall time)
-        solver_ms = max(1.0, plan.time_budget_ms - s.response_reserve_ms)
-        plan = replace(plan, time_budget_ms=solver_ms)
+        inst, plan = solve_request(rt, obj, x_mgmatch_ab_key)
         sol = await anyio.to_thread.run_sync(lambda: rt.engine.solve(inst, plan, SOLVE_POOL, start=t0))
         return JSONResponse(sol.to_json())
 

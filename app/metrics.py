@@ -56,6 +56,10 @@ HTTP_SECONDS = Histogram("mgmatch_http_request_duration_seconds", "HTTP request 
                          ["route"], buckets=_LATENCY_BUCKETS, registry=REGISTRY)
 HTTP_REJECTED = Counter("mgmatch_http_rejected_total", "Requests refused before routing (auth, size, rate).",
                         ["reason"], registry=REGISTRY)
+GRPC_REQUESTS = Counter("mgmatch_grpc_requests_total", "gRPC requests by method and status code.",
+                        ["method", "code"], registry=REGISTRY)
+GRPC_SECONDS = Histogram("mgmatch_grpc_request_duration_seconds", "gRPC request latency by method.",
+                         ["method"], buckets=_LATENCY_BUCKETS, registry=REGISTRY)
 WORKER_UP = Gauge("mgmatch_worker_up", "1 while a worker loop runs.", ["kind"], registry=REGISTRY)
 
 DOCUMENTED = (

@@ -38,6 +38,8 @@ class Settings(BaseSettings):
                                                    "solver gets time_limit_ms minus this, so the reply leaves in time.")
     rate_limit_per_s: float = Field(default=0.0, ge=0, description="Requests per second per client; 0 = unlimited.")
     rate_limit_burst: float = Field(default=200.0, ge=1)
+    grpc_port: int = Field(default=0, ge=0, le=65535,
+                           description="Port of the optional gRPC API beside HTTP (0 = off; needs the grpc extra).")
     # --- workers
     metrics_port: int = Field(default=9100, ge=0, le=65535, description="Prometheus port of a worker process (0 = none).")
     worker_id: str | None = Field(default=None, description="Consumer name in the stream groups (default host-pid).")

@@ -20,6 +20,8 @@ def serve_cmd(
     redis_url: Annotated[str | None, typer.Option(help="Redis URL (env MGMATCH_REDIS_URL).")] = None,
     workers: Annotated[bool | None, typer.Option("--workers/--no-workers",
                                                  help="Run matchmakers and solvers in this process (default on).")] = None,
+    grpc_port: Annotated[int | None, typer.Option(help="Also serve the gRPC API on this port (env MGMATCH_GRPC_PORT; "
+                                                       "0 = off, the default).")] = None,
 ) -> None:
     from pydantic import ValidationError
 
@@ -28,7 +30,8 @@ def serve_cmd(
     if not 0 < port < 65536:
         fail(f"--port must be in 1..65535, got {port}")
     try:
-        settings = load_settings(config=config, store=store, redis_url=redis_url, embedded_workers=workers)
+        settings = load_settings(config=config, store=store, redis_url=redis_url, embedded_workers=workers,
+                                 grpc_port=grpc_port)
     except ValidationError as err:
         first = err.errors()[0]
         fail(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
@@ -45,10 +48,22 @@ def run_server(settings, host: str, port: int) -> None:
     rt = Runtime.build(settings)
     if settings.store == "redis" and not rt.store.ping():
         fail(f"cannot reach Redis at {settings.redis_url}")
+    grpc_server = None
+    if settings.grpc_port:
+        try:
+            from mgmatch.app.grpc_server import start_grpc
+        except ImportError as err:
+            fail(f"--grpc-port needs the grpc extra (pip install 'mgmatch[grpc]'): {err}")
+        try:
+            grpc_server, _ = start_grpc(rt, host, settings.grpc_port)
+        except (OSError, RuntimeError) as err:
+            fail(f"--grpc-port: {err}")
     if settings.embedded_workers:
         rt.start_embedded()
     rt.settle()
     try:
         uvicorn.run(build_asgi(rt), host=host, port=port, log_level="warning", access_log=False)
     finally:
+        if grpc_server is not None:
+            grpc_server.stop(grace=2)
         rt.stop()
