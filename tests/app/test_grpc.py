@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -150,10 +151,14 @@ def test_instance_message_round_trips_to_the_spec_json():
 
 
 def test_generated_modules_match_the_proto(tmp_path):
-    protoc = pytest.importorskip("grpc_tools.protoc", reason="grpcio-tools (dev extra) is not installed")
-    rc = protoc.main(["protoc", f"-I{RPC}", f"-I{Path(protoc.__file__).parent / '_proto'}",
-                      f"--python_out={tmp_path}", f"--grpc_python_out={tmp_path}", str(RPC / "matchmaker.proto")])
-    assert rc == 0
+    # protoc runs in a subprocess: grpc_tools' compiler extension and OR-Tools abort when loaded in one process
+    if importlib.util.find_spec("grpc_tools") is None:
+        pytest.skip("grpcio-tools (dev extra) is not installed")
+    code = ("import sys, grpc_tools, pathlib; from grpc_tools import protoc; "
+            "sys.exit(protoc.main(['protoc', '-I' + sys.argv[1], '-I' + str(pathlib.Path(grpc_tools.__file__).parent / '_proto'), "
+            "'--python_out=' + sys.argv[2], '--grpc_python_out=' + sys.argv[2], sys.argv[1] + '/matchmaker.proto']))")
+    run = subprocess.run([sys.executable, "-c", code, str(RPC), str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
     fresh = (tmp_path / "matchmaker_pb2_grpc.py").read_text().replace(
         "import matchmaker_pb2 as", "from . import matchmaker_pb2 as")
     assert (tmp_path / "matchmaker_pb2.py").read_text() == (RPC / "matchmaker_pb2.py").read_text(), "run `make grpc`"
