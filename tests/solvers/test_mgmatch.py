@@ -188,3 +188,111 @@ def test_polish_respects_its_deadline():
     res = polish(pr, t0, deadline=start)  # already expired: returns the input unchanged
     np.testing.assert_array_equal(res.team_of, t0)
     assert res.rounds == 0
+
+
+# ---------------------------------------------------------------- the true-MIP search stage
+
+
+class FixedPredictor:
+    """P = one-hot of a given assignment: a deterministic, confidently wrong predictor."""
+
+    version = "fixed"
+
+    def __init__(self, team_of: np.ndarray):
+        self.team_of = team_of
+
+    def predict(self, problems_: list[Problem]) -> list[np.ndarray]:
+        return [one_hot(self.team_of, pr.instance.teams) for pr in problems_]
+
+
+def stuck_local_optimum(pr: Problem, obj_opt: float) -> np.ndarray:
+    """A feasible assignment that polishing cannot improve and that is below the optimum."""
+    for seed in range(40):
+        sol = get_solver("random", seed=seed, max_samples=50, default_time_limit_ms=10_000).solve(pr, Budget.of(None))
+        if not sol.has_assignment:
+            continue
+        res = polish(pr, team_of_from_teams(pr.instance, sol.teams))
+        if res.local_optimum and res.objective < obj_opt - 1e-6:
+            return res.team_of
+    raise AssertionError("no sub-optimal local optimum found")
+
+
+def test_true_search_improves_on_the_polished_answer(small3v3):
+    pr, t_opt, obj_opt = small3v3[0]
+    stuck = stuck_local_optimum(pr, obj_opt)
+    pred = FixedPredictor(stuck)
+    # without the search stage the answer stays at the local optimum the predictor points to ...
+    plain = MGMatchSolver(pred, search=False).solve(pr, Budget.of(3000))
+    assert plain.status == "feasible" and feasible(pr, plain)
+    assert plain.objective < obj_opt - 1e-6
+    # ... the search of the engagement MIP from it (warm start + cutoff) reaches the proven optimum
+    sol = MGMatchSolver(pred).solve(pr, Budget.of(3000))
+    assert sol.status == "feasible" and feasible(pr, sol)
+    assert sol.objective == pytest.approx(obj_opt, abs=1e-9)
+    assert sol.stats["search_proven_optimal"] is True
+    assert sol.stats["polished_objective"] < obj_opt - 1e-6  # the improvement came from the search
+
+
+def test_true_search_alone_never_worsens_and_proves_an_optimal_incumbent(small3v3):
+    from mgmatch.solvers.pas import true_search
+
+    pr, t_opt, obj_opt = small3v3[1]
+    stuck = stuck_local_optimum(pr, obj_opt)
+    for incumbent in (stuck, t_opt):
+        inc_obj = pr.objective(incumbent)
+        mip = MipModel.build(pr.compiled, checker=pr.checker, fast=True)
+        mip.set_linear_objective(one_hot(incumbent, pr.instance.teams))
+        mip.solve()
+        res = true_search(pr, mip, one_hot(incumbent, pr.instance.teams), incumbent, inc_obj,
+                          stop=time.perf_counter() + 5.0)
+        assert res.proven_optimal
+        if res.team_of is None:  # nothing better than the incumbent: it is the optimum
+            assert inc_obj == pytest.approx(obj_opt, abs=1e-9)
+        else:
+            assert pr.checker.feasible(res.team_of[None])[0]
+            assert res.objective > inc_obj
+            assert res.objective == pytest.approx(obj_opt, abs=1e-9)
+
+
+def test_trust_region_keeps_the_search_near_the_prediction(small3v3):
+    from mgmatch.solvers.pas import trust_region
+
+    pr, t_opt, obj_opt = small3v3[0]
+    stuck = stuck_local_optimum(pr, obj_opt)
+    # radius 0 over every x: the region holds exactly the predicted assignment
+    mip = MipModel.build(pr.compiled, checker=pr.checker, settings="exact")
+    mip.add_engagement_objective(pr)
+    assert trust_region(mip, one_hot(stuck, pr.instance.teams), 1.0, 0) is not None
+    res = mip.solve()
+    assert res.status == "optimal"
+    np.testing.assert_array_equal(res.team_of, stuck)
+    # an empty region is no constraint
+    assert trust_region(mip, one_hot(stuck, pr.instance.teams), 0.0, 0) is None
+
+
+def test_search_with_a_trust_region_answers_feasibly_and_never_below_polish(small3v3):
+    for pr, _t_opt, obj_opt in small3v3[:2]:
+        stuck = stuck_local_optimum(pr, obj_opt)
+        solver = MGMatchSolver(FixedPredictor(stuck), tr_fraction=0.5, tr_delta=2)
+        sol = solver.solve(pr, Budget.of(2000))
+        assert sol.status == "feasible" and feasible(pr, sol)
+        assert sol.objective >= sol.stats["polished_objective"] - 1e-12
+        assert sol.objective <= obj_opt + 1e-9
+
+
+def test_short_budgets_are_respected_with_the_search_stage():
+    cases = [(pr, 50.0) for pr in problems("3v3", 3, seed=21)] + [(pr, 100.0) for pr in problems("12v12", 2, seed=21)]
+    pred = NoisePredictor(7)
+    searched = 0
+    for pr, limit in cases:
+        t0 = time.perf_counter()
+        sol = MGMatchSolver(pred).solve(pr, Budget.of(limit))
+        wall = (time.perf_counter() - t0) * 1e3
+        # the slack only absorbs OS preemption on a loaded machine; a stage run past the deadline
+        # (a SCIP solve without its time limit, a polish without its deadline) would exceed it
+        assert wall <= limit + max(30.0, 0.5 * limit), f"{wall:.1f} ms for a {limit} ms budget"
+        assert sol.status in ("feasible", "no_solution")
+        if sol.status == "feasible":
+            assert feasible(pr, sol)
+            searched += "search_ms" in sol.stats
+    assert searched >= 1  # the stage ran within these budgets
