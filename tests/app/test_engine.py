@@ -91,7 +91,7 @@ def test_default_fallback_is_the_model_free_surrogate(tmp_path):
     eng = _small_engine(tmp_path, _Hub(None))
     sol = eng.solve(_instance(), plan_for(None, None, default_method="mgmatch", default_budget_ms=400.0), "t")
     assert sol.fallback == "unavailable" and sol.method == "surrogate"
-    assert sol.status == "feasible" and sol.has_assignment
+    assert sol.status in ("feasible", "optimal") and sol.has_assignment
 
 
 def test_settle_freezes_the_start_up_heap(tmp_path):

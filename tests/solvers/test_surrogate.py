@@ -34,7 +34,7 @@ def test_surrogate_answers_are_feasible_and_close_to_the_optimum_without_a_predi
     solver = get_solver("surrogate", predictor=object())  # a predictor handed in is ignored
     for pr in _problems("3v3", 6, 11):
         sol = solver.solve(pr, Budget.of(200))
-        assert sol.method == "surrogate" and sol.status == "feasible", sol.status
+        assert sol.method == "surrogate" and sol.status in ("feasible", "optimal"), sol.status
         t = team_of_from_teams(pr.instance, sol.teams)
         assert pr.checker.feasible(t[None])[0]
         best = get_solver("exact").solve(pr, Budget.of(None))
@@ -47,6 +47,6 @@ def test_surrogate_finds_feasible_12v12_pools_quickly():
     solver = get_solver("surrogate")
     for pr in _problems("12v12", 3, 4):
         sol = solver.solve(pr, Budget.of(250))
-        assert sol.status == "feasible" and sol.time_ms <= 400
+        assert sol.status in ("feasible", "optimal") and sol.time_ms <= 400
         t = team_of_from_teams(pr.instance, sol.teams)
         assert pr.checker.feasible(t[None])[0]
