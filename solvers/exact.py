@@ -17,12 +17,12 @@ from .enumerate import best_assignment, count_assignments
 from .mip import MipModel
 
 #: ``exact`` enumerates when an instance has at most this many assignments, else runs SCIP.
-#: Measured on 30 3v3 preset instances (seed 2, one core of a loaded 2-core machine):
-#: enumeration costs ~3 µs per assignment plus ~5 ms (e.g. 28 380 → 90 ms, 47 320 → 168 ms,
-#: 156 800 → 386 ms) while SCIP (settings "exact", build included) takes 30–240 ms, median
-#: ~110 ms, on the same instances; enumeration won on all 29 instances up to 47 320
-#: assignments and lost at 156 800.
-ENUMERATE_MAX_ASSIGNMENTS = 50_000
+#: Measured on 30 3v3 preset instances (seed 2, quiet machine, current ``exact`` SCIP preset,
+#: build included; ad-hoc script): enumeration ~1 µs per assignment plus ~1 ms (14 300 → 9 ms,
+#: 28 380 → 29 ms, 47 320 → 45 ms, 156 800 → 120 ms), SCIP 8–51 ms, median ~20 ms. Enumeration
+#: won on every instance below 20 000 assignments but one 401 ms outlier (a stall at 1 860),
+#: and lost on 4 of the 6 from 20 240 up. (Against the slower former preset it was ~50 000.)
+ENUMERATE_MAX_ASSIGNMENTS = 25_000
 
 #: Seconds of a time-limited budget kept back from SCIP for reading, checking and reporting the
 #: answer (p99 of the 100 ms runs overshot by 6–8 ms without it).
