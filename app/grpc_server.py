@@ -14,8 +14,6 @@ and TLS in front, for gRPC). Requires the ``grpc`` extra (grpcio, protobuf).
 from __future__ import annotations
 
 import functools
-import hashlib
-import hmac
 import time
 from concurrent import futures
 from typing import Any
@@ -32,7 +30,7 @@ from .config import SOLVE_POOL
 from .rpc import matchmaker_pb2 as pb
 from .rpc import matchmaker_pb2_grpc as pb_grpc
 from .runtime import Runtime
-from .security import TokenBuckets
+from .security import key_client, presented_key, rate_buckets
 from .store import Conflict
 
 
@@ -99,23 +97,19 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
     def __init__(self, rt: Runtime):
         self.rt = rt
         s = rt.settings
-        self.keys = [k.encode() for k in s.api_keys]
-        self.buckets = TokenBuckets(s.rate_limit_per_s, s.rate_limit_burst) if s.rate_limit_per_s > 0 else None
+        self.keys = {k.encode() for k in s.api_keys}
+        self.buckets = rate_buckets(s)
 
     # ------------------------------------------------------------------ guard
 
     def _guard(self, context) -> None:
-        md = {k.lower(): v for k, v in context.invocation_metadata()}
         client = context.peer() or "?"
         if self.keys:
-            key = md.get("x-api-key")
-            auth = md.get("authorization", "")
-            if key is None and auth[:7].lower() == "bearer ":
-                key = auth[7:].strip()
-            if key is None or not any(hmac.compare_digest(key.encode(), k) for k in self.keys):
+            md = {k.lower(): v.encode() for k, v in context.invocation_metadata() if isinstance(v, str)}
+            client = key_client(self.keys, presented_key(md.get("x-api-key"), md.get("authorization")))
+            if client is None:
                 metrics.HTTP_REJECTED.labels("unauthorized").inc()
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, "authorization: missing or invalid API key")
-            client = "key:" + hashlib.sha256(key.encode()).hexdigest()[:16]
         if self.buckets is not None and self.buckets.take(client) > 0:
             metrics.HTTP_REJECTED.labels("rate_limited").inc()
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"rate: limit {self.rt.settings.rate_limit_per_s:g}/s exceeded")

@@ -243,23 +243,24 @@ class RedisStore(Store):
     def create(self, ticket: Ticket, idempotency_key: str | None = None) -> tuple[Ticket, bool]:
         return self._created(ticket, self._create_call(ticket, idempotency_key))
 
-    def _created(self, ticket: Ticket, prev: str) -> tuple[Ticket, bool]:
+    @staticmethod
+    def _earlier_id(prev: str) -> str | None:
+        """Read the create script's reply: '' = created; '!<pid> <tid>' = the player is already queued
+        (raises Conflict); else the id of the ticket the idempotency key made earlier."""
         if prev and prev.startswith("!"):
             pid, other = prev[1:].split(" ", 1)
             raise Conflict(f"player {pid!r} is already queued in ticket {other}")
-        if prev:
-            earlier = self.get(prev)
-            if earlier is not None:
-                return earlier, False
-        return ticket, True
+        return prev or None
+
+    def _created(self, ticket: Ticket, prev: str) -> tuple[Ticket, bool]:
+        earlier_id = self._earlier_id(prev)
+        earlier = self.get(earlier_id) if earlier_id else None
+        return (earlier, False) if earlier is not None else (ticket, True)
 
     async def _acreated(self, ticket: Ticket, prev: str) -> tuple[Ticket, bool]:
-        if prev and not prev.startswith("!"):
-            earlier = await self.aget(prev)
-            if earlier is not None:
-                return earlier, False
-            return ticket, True
-        return self._created(ticket, prev)
+        earlier_id = self._earlier_id(prev)
+        earlier = await self.aget(earlier_id) if earlier_id else None
+        return (earlier, False) if earlier is not None else (ticket, True)
 
     async def acreate(self, ticket: Ticket, idempotency_key: str | None = None) -> tuple[Ticket, bool]:
         aio = self._async()
@@ -303,7 +304,7 @@ class RedisStore(Store):
         if pool is None:
             return None
         out = await aio[1]["cancel"](**self._cancel_kv(pool, ticket_id))
-        return await self._acancelled(ticket_id, out)
+        return await self.aget(ticket_id) if self._cancelled(out) else None
 
     def get(self, ticket_id: str) -> Ticket | None:
         pool = pool_of(ticket_id)
@@ -319,22 +320,19 @@ class RedisStore(Store):
         if pool is None:
             return None
         out = self._cancel(**self._cancel_kv(pool, ticket_id))
-        if out == "":
-            return None
-        if out != "ok":
-            raise Conflict(f"ticket is {out}")
-        return self.get(ticket_id)
+        return self.get(ticket_id) if self._cancelled(out) else None
 
     def _cancel_kv(self, pool: str, ticket_id: str) -> dict[str, list]:
         return {"keys": [*self._pool_keys(pool), self.keys.events(pool), self.keys.ticket(pool, ticket_id)],
                 "args": [repr(time.time()), EVENTS_MAXLEN]}
 
-    async def _acancelled(self, ticket_id: str, out: str) -> Ticket | None:
-        if out == "":
-            return None
-        if out != "ok":
+    @staticmethod
+    def _cancelled(out: str) -> bool:
+        """Read the cancel script's reply: True = cancelled, False = no such ticket; else the ticket's
+        status, which cannot be cancelled (raises Conflict)."""
+        if out not in ("", "ok"):
             raise Conflict(f"ticket is {out}")
-        return await self.aget(ticket_id)
+        return out == "ok"
 
     def queued(self, pool: str, limit: int = 10_000) -> list[Ticket]:
         ids = self.r.zrange(self.keys.queue(pool), 0, limit - 1)

@@ -68,6 +68,29 @@ class TokenBuckets:
             return (1.0 - tokens) / self.rate
 
 
+def presented_key(x_api_key: bytes | None, authorization: bytes | None) -> bytes | None:
+    """The API key a request presents: ``X-API-Key``, else an ``Authorization: Bearer`` token."""
+    if x_api_key is not None:
+        return x_api_key
+    auth = authorization or b""
+    return auth[7:].strip() if auth[:7].lower() == b"bearer " else None
+
+
+def key_client(keys: set[bytes], key: bytes | None) -> str | None:
+    """The client identity of a known API key (``key:`` + 16 hex of its SHA-256), else None.
+    Compared in constant time; HTTP's guard and the gRPC service both use it."""
+    if key is not None and keys and any(hmac.compare_digest(key, k) for k in keys):
+        return "key:" + hashlib.sha256(key).hexdigest()[:16]
+    return None
+
+
+def rate_buckets(settings: Settings) -> TokenBuckets | None:
+    """The per-client token buckets of the settings' rate limit; None when there is none."""
+    if settings.rate_limit_per_s <= 0:
+        return None
+    return TokenBuckets(settings.rate_limit_per_s, settings.rate_limit_burst)
+
+
 def _json(status: int, field: str, message: str, extra_headers: list | None = None):
     body = json.dumps({"error": {"field": field, "message": message}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
@@ -81,7 +104,7 @@ class Guard:
         self.app = app
         self.s = settings
         self.keys = {k.encode() for k in settings.api_keys}
-        self.buckets = TokenBuckets(settings.rate_limit_per_s, settings.rate_limit_burst) if settings.rate_limit_per_s > 0 else None
+        self.buckets = rate_buckets(settings)
 
     async def _send_error(self, send, status, headers, body):
         await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -158,13 +181,9 @@ class Guard:
         anon = f"ip:{peer[0]}" if peer else "ip:?"
         if not self.keys and not self.s.hmac_secret:
             return anon
-        key = headers.get(b"x-api-key")
-        if key is None:
-            auth = headers.get(b"authorization", b"")
-            if auth[:7].lower() == b"bearer ":
-                key = auth[7:].strip()
-        if key is not None and self.keys and any(hmac.compare_digest(key, k) for k in self.keys):
-            return "key:" + hashlib.sha256(key).hexdigest()[:16]
+        client = key_client(self.keys, presented_key(headers.get(b"x-api-key"), headers.get(b"authorization")))
+        if client is not None:
+            return client
         sig = headers.get(b"x-mgmatch-signature")
         if sig is not None and self.s.hmac_secret:
             raw_path = scope.get("raw_path") or scope["path"].encode()

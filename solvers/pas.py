@@ -7,7 +7,8 @@ engagement MIP (:meth:`MipModel.add_engagement_objective`). :func:`true_search`
 
 1. turns the surrogate model that was just solved into the engagement MIP (same rule rows, so no
    second build: ``freeTransform``, the engagement network as objective, SCIP settings measured
-   for this small model — :func:`configure`);
+   for this small model: the ``exact`` preset of :func:`mgmatch.solvers.mip.apply_settings`,
+   which the ``scip``/``exact`` baselines use too);
 2. warm-starts it with the best polished assignment (the prediction's, after surrogate and
    polish) and sets SCIP's objective limit just below that value, so only strictly better
    assignments are searched for and every node that cannot beat it is cut off;
@@ -67,12 +68,6 @@ class SearchResult:
     stats: dict = field(default_factory=dict)
 
 
-def configure(mip: MipModel) -> None:
-    """SCIP settings for the small, time-limited engagement MIP: the ``exact`` preset, which the
-    ``scip``/``exact`` baselines use too (measurements in :func:`mgmatch.solvers.mip.apply_settings`)."""
-    apply_settings(mip.model, "exact")
-
-
 def trust_region(mip: MipModel, p: np.ndarray, fraction: float, delta: float):
     """Add Σ_{(i,j) ∈ C} |x_ij − round(p_ij)| ≤ delta over the ``fraction`` most confident x_ij.
 
@@ -109,7 +104,7 @@ def true_search(problem: Problem, mip: MipModel, p: np.ndarray, incumbent: np.nd
     m = mip.model
     m.freeTransform()
     mip.add_engagement_objective(problem)
-    configure(mip)
+    apply_settings(mip.model, "exact")  # the preset the exact baselines use too
     tr = trust_region(mip, p, fraction, delta) if fraction > 0 and delta >= 0 else None
     if mip.warm_start(incumbent):
         stats["search_warm_start"] = True
