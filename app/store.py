@@ -52,6 +52,8 @@ class Ticket:
     match_id: str | None = None
     lease_until: float | None = None
     result: dict[str, Any] | None = None  # set when matched: teams, team, region, method, arm, model_version
+    owner: str | None = None  # client identity (API key digest) that created it; other clients see 404
+    reason: str | None = None  # why a ticket ended expired without its TTL running out (e.g. it no longer fits its pool)
 
     def view(self, now: float | None = None) -> Ticket:
         """The ticket as a reader sees it: a queued ticket past its TTL reads as expired."""
@@ -63,7 +65,8 @@ class Ticket:
     def data_json(self) -> str:
         """The immutable part, as stored."""
         return json.dumps({"players": self.players, "created_at": self.created_at, "expires_at": self.expires_at,
-                           "arm": self.arm, "ab_key": self.ab_key, "attributes": self.attributes, "pool": self.pool})
+                           "arm": self.arm, "ab_key": self.ab_key, "attributes": self.attributes, "pool": self.pool,
+                           "owner": self.owner})
 
     @staticmethod
     def from_fields(tid: str, f: dict[str, str]) -> Ticket:
@@ -73,7 +76,8 @@ class Ticket:
                       expires_at=d["expires_at"], status=f.get("status", "queued"), arm=d.get("arm"),
                       ab_key=d.get("ab_key"), attributes=d.get("attributes") or {}, match_id=f.get("match_id") or None,
                       lease_until=float(lease) if lease else None,
-                      result=json.loads(f["result"]) if f.get("result") else None)
+                      result=json.loads(f["result"]) if f.get("result") else None, owner=d.get("owner"),
+                      reason=f.get("reason") or None)
 
 
 @dataclass
@@ -99,6 +103,10 @@ class MatchResult:
 
 class Conflict(Exception):
     """The requested change does not apply to the ticket's current status."""
+
+
+class StoreUnavailable(Exception):
+    """The store's backend cannot be reached right now (the API answers 503 with Retry-After)."""
 
 
 class Store(ABC):
