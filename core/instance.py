@@ -1,7 +1,8 @@
 """The instance format (``mgmatch-instance/v1``): one matchmaking problem.
 
 :func:`parse_instance` turns a JSON object into an :class:`Instance` and validates everything the
-spec demands (unique ids, rule references, optional fields a rule needs), raising
+spec demands (unique ids, rule references, optional fields a rule needs) and the documented bounds
+of :mod:`mgmatch.core.limits` (team counts and sizes, string lengths, number ranges), raising
 :class:`~mgmatch.core.errors.InvalidInput` with the offending field's path.
 """
 
@@ -10,12 +11,28 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from .errors import InvalidInput, from_pydantic
+from .limits import (
+    MAX_ABS_FEATURE,
+    MAX_ABS_SKILL,
+    MAX_FEATURES,
+    MAX_ID_CHARS,
+    MAX_JSON_DEPTH,
+    MAX_NAME_CHARS,
+    MAX_PING_MS,
+    MAX_REGIONS,
+    MAX_ROLES,
+    MAX_TEAM_SIZE,
+    MAX_TEAMS,
+    MAX_TEXT_CHARS,
+    MAX_WAITED_S,
+    json_depth_exceeds,
+)
 from .rules import (
     AvoidRule,
     IfRule,
@@ -35,6 +52,10 @@ from .rules import (
 
 INSTANCE_FORMAT = "mgmatch-instance/v1"
 
+Name = Annotated[str, StringConstraints(max_length=MAX_NAME_CHARS)]
+Feature = Annotated[float, Field(ge=-MAX_ABS_FEATURE, le=MAX_ABS_FEATURE)]
+PingMs = Annotated[float, Field(ge=0, le=MAX_PING_MS)]
+
 
 class Player(BaseModel):
     """A waiting player. Only ``id`` and ``features`` are required.
@@ -45,22 +66,15 @@ class Player(BaseModel):
 
     model_config = ConfigDict(allow_inf_nan=False, extra="allow", frozen=True)
 
-    id: str = Field(min_length=1, description="Unique, non-empty player id.")
-    features: tuple[float, ...] = Field(description="Raw feature vector (the engagement model's feature_dim).")
-    skill: float | None = Field(default=None, description="Rating, any scale.")
-    roles: tuple[str, ...] | None = Field(default=None, description="Roles the player accepts.")
-    party: str | None = Field(default=None, description="Premade group id.")
-    pings: dict[str, float] | None = Field(default=None, description="Round-trip ms per region.")
-    waited_s: float | None = Field(default=None, ge=0, description="Seconds in queue.")
-
-    @field_validator("pings")
-    @classmethod
-    def _pings_nonneg(cls, v: dict[str, float] | None) -> dict[str, float] | None:
-        if v is not None:
-            for region, ms in v.items():
-                if ms < 0:
-                    raise ValueError(f"ping to {region!r} must be ≥ 0")
-        return v
+    id: str = Field(min_length=1, max_length=MAX_ID_CHARS, description="Unique, non-empty player id.")
+    features: tuple[Feature, ...] = Field(max_length=MAX_FEATURES,
+                                          description="Raw feature vector (the engagement model's feature_dim).")
+    skill: float | None = Field(default=None, ge=-MAX_ABS_SKILL, le=MAX_ABS_SKILL, description="Rating, any scale.")
+    roles: tuple[Name, ...] | None = Field(default=None, max_length=MAX_ROLES, description="Roles the player accepts.")
+    party: Name | None = Field(default=None, description="Premade group id.")
+    pings: dict[Name, PingMs] | None = Field(default=None, max_length=MAX_REGIONS,
+                                             description="Round-trip ms per region.")
+    waited_s: float | None = Field(default=None, ge=0, le=MAX_WAITED_S, description="Seconds in queue.")
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {"id": self.id, "features": list(self.features)}
@@ -79,12 +93,12 @@ class _Header(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False, extra="ignore")
 
     format: str = INSTANCE_FORMAT
-    teams: int = Field(ge=2)
-    team_size: int | None = Field(default=None, ge=1)
-    team_sizes: list[int] | None = None
+    teams: int = Field(ge=2, le=MAX_TEAMS)
+    team_size: int | None = Field(default=None, ge=1, le=MAX_TEAM_SIZE)
+    team_sizes: list[int] | None = Field(default=None, max_length=MAX_TEAMS)
     players: list[Player]
     rules: list[Any] = Field(default_factory=list)
-    engagement_model: str | None = None
+    engagement_model: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
 
 
 @dataclass(frozen=True)
@@ -145,7 +159,8 @@ def parse_instance(obj: Any) -> Instance:
     except ValidationError as err:
         raise from_pydantic(err) from None
     if head.format != INSTANCE_FORMAT:
-        raise InvalidInput("format", f"expected {INSTANCE_FORMAT!r}, got {head.format!r}")
+        got = head.format if len(head.format) <= 40 else head.format[:40] + "…"
+        raise InvalidInput("format", f"expected {INSTANCE_FORMAT!r}, got {got!r}")
     if (head.team_size is None) == (head.team_sizes is None):
         raise InvalidInput("team_size", "give exactly one of team_size or team_sizes")
     if head.team_sizes is not None:
@@ -154,6 +169,8 @@ def parse_instance(obj: Any) -> Instance:
         for k, s in enumerate(head.team_sizes):
             if s < 1:
                 raise InvalidInput(f"team_sizes[{k}]", "must be ≥ 1")
+            if s > MAX_TEAM_SIZE:
+                raise InvalidInput(f"team_sizes[{k}]", f"must be ≤ {MAX_TEAM_SIZE}")
         sizes = tuple(head.team_sizes)
     else:
         sizes = (head.team_size,) * head.teams
@@ -189,6 +206,9 @@ def read_json(path: str | Path) -> Any:
         raise InvalidInput(str(path), "no such file") from None
     except OSError as err:
         raise InvalidInput(str(path), f"cannot read: {err.strerror}") from None
+    if json_depth_exceeds(text):
+        raise InvalidInput(str(path), "not valid JSON: nested deeper than the documented limit "
+                                      f"({MAX_JSON_DEPTH} levels)")
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as err:

@@ -36,8 +36,20 @@ class Problem:
 
     @cached_property
     def embeddings(self) -> np.ndarray:
-        """Player embeddings [N, E]."""
-        return self.model.embed(self.instance.features())
+        """Player embeddings [N, E].
+
+        Raises:
+            InvalidInput: naming the first player whose features the model cannot embed finitely
+                (e.g. a custom model's weights overflowing on large features).
+        """
+        with np.errstate(over="ignore", invalid="ignore"):
+            emb = self.model.embed(self.instance.features())
+        bad = ~np.isfinite(emb).all(axis=1)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InvalidInput(f"players[{i}].features",
+                               "the engagement model's embedding of these features is not a finite number")
+        return emb
 
     @cached_property
     def compiled(self) -> Compiled:
@@ -48,7 +60,18 @@ class Problem:
         return Checker(self.instance)
 
     def objective(self, team_of: np.ndarray) -> float:
-        return float(self.model.evaluate(self.embeddings, np.asarray(team_of)))
+        """The engagement of one assignment.
+
+        Raises:
+            InvalidInput: (``players``) when the model's value is not finite, which features within the
+                documented bounds and a sound model never produce; never a NaN objective.
+        """
+        with np.errstate(over="ignore", invalid="ignore"):
+            value = float(self.model.evaluate(self.embeddings, np.asarray(team_of)))
+        if not np.isfinite(value):
+            raise InvalidInput("players", "the engagement model's value of this assignment is not a finite number "
+                                          "(features too large for the model)")
+        return value
 
     def objectives(self, team_of: np.ndarray) -> np.ndarray:
         return self.model.evaluate(self.embeddings, np.asarray(team_of).reshape(-1, self.instance.n))

@@ -4,7 +4,9 @@ Low level: ``linear`` and ``if`` (the paper's standard form). High level: ``role
 ``role_min``, ``role_max``, ``skill_balance``, ``skill_spread``, ``party_together``, ``avoid``,
 ``max_ping`` and ``include``, which :mod:`mgmatch.core.compiler` turns into the standard form.
 
-Every parse error names the rule's position and the field, e.g. ``rules[3].max_diff``.
+Every parse error names the rule's position and the field, e.g. ``rules[3].max_diff``. Numbers are
+finite with |x| ≤ ``MAX_ABS_RULE_NUMBER``, names at most ``MAX_NAME_CHARS`` long, and a condition
+nests at most ``MAX_CONDITION_DEPTH`` deep (:mod:`mgmatch.core.limits`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .errors import InvalidInput
+from .limits import (
+    MAX_ABS_RULE_NUMBER,
+    MAX_CONDITION_DEPTH,
+    MAX_ID_CHARS,
+    MAX_NAME_CHARS,
+    MAX_TEAM_SIZE,
+    MAX_TEAMS,
+)
 
 Sense = Literal["<=", ">=", "=="]
 SENSES = ("<=", ">=", "==")
@@ -211,34 +221,58 @@ def _need(obj: dict, key: str, where: str) -> Any:
 def _number(v: Any, where: str) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise InvalidInput(where, f"expected a number, got {type(v).__name__}")
-    if not math.isfinite(float(v)):
+    try:
+        x = float(v)
+    except OverflowError:
+        x = math.inf
+    if not math.isfinite(x):
         raise InvalidInput(where, "must be a finite number")
-    return float(v)
+    if abs(x) > MAX_ABS_RULE_NUMBER:
+        raise InvalidInput(where, f"must be within ±{MAX_ABS_RULE_NUMBER:g}, got {x:g}")
+    return x
 
 
-def _int(v: Any, where: str, minimum: int | None = None) -> int:
+def _int(v: Any, where: str, minimum: int | None = None, maximum: int | None = None) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         if isinstance(v, float) and v.is_integer():
             v = int(v)
         else:
-            raise InvalidInput(where, f"expected an integer, got {v!r}")
+            raise InvalidInput(where, f"expected an integer, got {_short(v)}")
     if minimum is not None and v < minimum:
-        raise InvalidInput(where, f"must be ≥ {minimum}, got {v}")
+        raise InvalidInput(where, f"must be ≥ {minimum}, got {_short(v)}")
+    if maximum is not None and v > maximum:
+        raise InvalidInput(where, f"must be ≤ {maximum}, got {_short(v)}")
     return int(v)
 
 
-def _str(v: Any, where: str) -> str:
+def _short(v: Any, limit: int = 40) -> str:
+    """``repr(v)`` cut to ``limit`` characters (error messages never echo a whole hostile value)."""
+    if isinstance(v, int) and abs(v) >= 10**limit:
+        return f"an integer of about {int(abs(v).bit_length() * 0.30103) + 1} digits"
+    text = repr(v)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _str(v: Any, where: str, max_chars: int = MAX_NAME_CHARS) -> str:
     if not isinstance(v, str) or not v:
-        raise InvalidInput(where, f"expected a non-empty string, got {v!r}")
+        raise InvalidInput(where, f"expected a non-empty string, got {_short(v)}")
+    if len(v) > max_chars:
+        raise InvalidInput(where, f"at most {max_chars} characters, got {len(v)}")
     return v
 
 
 def _player_team(pid: Any, team: Any, where: str) -> tuple[str, int]:
-    return _str(pid, f"{where}[0]"), _int(team, f"{where}[1]", minimum=0)
+    return _str(pid, f"{where}[0]", MAX_ID_CHARS), _int(team, f"{where}[1]", minimum=0, maximum=MAX_TEAMS - 1)
 
 
-def parse_condition(obj: Any, where: str) -> Cond:
-    """Parse ``[player, team]``, ``{"not": C}``, ``{"all": [...]}`` or ``{"any": [...]}``."""
+def parse_condition(obj: Any, where: str, depth: int = 1) -> Cond:
+    """Parse ``[player, team]``, ``{"not": C}``, ``{"all": [...]}`` or ``{"any": [...]}``.
+
+    ``depth`` is this condition's nesting level (1 at the top); beyond ``MAX_CONDITION_DEPTH`` the
+    condition is refused before the parser descends further.
+    """
+    if depth > MAX_CONDITION_DEPTH:
+        raise InvalidInput(where, f"conditions nest at most {MAX_CONDITION_DEPTH} deep")
     if isinstance(obj, list):
         if len(obj) != 2:
             raise InvalidInput(where, "a literal is [player_id, team]")
@@ -247,11 +281,11 @@ def parse_condition(obj: Any, where: str) -> Cond:
     if isinstance(obj, dict) and len(obj) == 1:
         (key, val), = obj.items()
         if key == "not":
-            return Not(parse_condition(val, f"{where}.not"))
+            return Not(parse_condition(val, f"{where}.not", depth + 1))
         if key in ("all", "any"):
             if not isinstance(val, list) or not val:
                 raise InvalidInput(f"{where}.{key}", "expected a non-empty list of conditions")
-            args = tuple(parse_condition(a, f"{where}.{key}[{k}]") for k, a in enumerate(val))
+            args = tuple(parse_condition(a, f"{where}.{key}[{k}]", depth + 1) for k, a in enumerate(val))
             return All(args) if key == "all" else AnyOf(args)
     raise InvalidInput(where, 'expected [player_id, team], {"not": C}, {"all": [...]} or {"any": [...]}')
 
@@ -271,7 +305,7 @@ def parse_linear(obj: Any, where: str) -> LinearExpr:
         terms.append(Term(p, team, _number(t[2], f"{w}[2]")))
     sense = _need(obj, "sense", where)
     if sense not in SENSES:
-        raise InvalidInput(f"{where}.sense", f"expected one of {', '.join(SENSES)}, got {sense!r}")
+        raise InvalidInput(f"{where}.sense", f"expected one of {', '.join(SENSES)}, got {_short(sense)}")
     rhs = _number(_need(obj, "rhs", where), f"{where}.rhs")
     return LinearExpr(tuple(terms), sense, rhs)
 
@@ -282,7 +316,7 @@ def parse_rule(obj: Any, where: str) -> Rule:
         raise InvalidInput(where, "expected an object with a 'kind'")
     kind = _need(obj, "kind", where)
     if kind not in RULE_KINDS:
-        raise InvalidInput(f"{where}.kind", f"unknown rule kind {kind!r}; expected one of {', '.join(RULE_KINDS)}")
+        raise InvalidInput(f"{where}.kind", f"unknown rule kind {_short(kind)}; expected one of {', '.join(RULE_KINDS)}")
     if kind == "linear":
         return LinearRule(parse_linear(obj, where))
     if kind == "if":
@@ -292,14 +326,15 @@ def parse_rule(obj: Any, where: str) -> Rule:
         slots = _need(obj, "slots", where)
         if not isinstance(slots, dict) or not slots:
             raise InvalidInput(f"{where}.slots", "expected a non-empty object {role: count}")
-        parsed = {_str(r, f"{where}.slots"): _int(c, f"{where}.slots.{r}", minimum=0) for r, c in slots.items()}
+        parsed = {_str(r, f"{where}.slots"): _int(c, f"{where}.slots.{r}", minimum=0, maximum=MAX_TEAM_SIZE)
+                  for r, c in slots.items()}
         return RolesRule(parsed)
     if kind == "role_min":
         return RoleMinRule(_str(_need(obj, "role", where), f"{where}.role"),
-                           _int(_need(obj, "min", where), f"{where}.min", minimum=0))
+                           _int(_need(obj, "min", where), f"{where}.min", minimum=0, maximum=MAX_TEAM_SIZE))
     if kind == "role_max":
         return RoleMaxRule(_str(_need(obj, "role", where), f"{where}.role"),
-                           _int(_need(obj, "max", where), f"{where}.max", minimum=0))
+                           _int(_need(obj, "max", where), f"{where}.max", minimum=0, maximum=MAX_TEAM_SIZE))
     if kind == "skill_balance":
         v = _number(_need(obj, "max_diff", where), f"{where}.max_diff")
         if v < 0:
@@ -316,12 +351,12 @@ def parse_rule(obj: Any, where: str) -> Rule:
         ps = _need(obj, "players", where)
         if not isinstance(ps, list) or len(ps) != 2:
             raise InvalidInput(f"{where}.players", "expected two player ids")
-        a, b = (_str(p, f"{where}.players[{k}]") for k, p in enumerate(ps))
+        a, b = (_str(p, f"{where}.players[{k}]", MAX_ID_CHARS) for k, p in enumerate(ps))
         if a == b:
             raise InvalidInput(f"{where}.players", "the two players must differ")
         scope = _need(obj, "scope", where)
         if scope not in ("team", "match"):
-            raise InvalidInput(f"{where}.scope", f"expected 'team' or 'match', got {scope!r}")
+            raise InvalidInput(f"{where}.scope", f"expected 'team' or 'match', got {_short(scope)}")
         return AvoidRule((a, b), scope)
     if kind == "max_ping":
         v = _number(_need(obj, "max_ms", where), f"{where}.max_ms")
@@ -332,7 +367,7 @@ def parse_rule(obj: Any, where: str) -> Rule:
     ps = _need(obj, "players", where)
     if not isinstance(ps, list):
         raise InvalidInput(f"{where}.players", "expected a list of player ids")
-    return IncludeRule(tuple(_str(p, f"{where}.players[{k}]") for k, p in enumerate(ps)))
+    return IncludeRule(tuple(_str(p, f"{where}.players[{k}]", MAX_ID_CHARS) for k, p in enumerate(ps)))
 
 
 def condition_literals(c: Cond) -> list[Lit]:

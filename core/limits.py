@@ -1,0 +1,67 @@
+"""Documented bounds on input, shared by the CLI, HTTP and gRPC (README "Input limits").
+
+Every value here is part of the contract with clients: input beyond a bound is refused with the
+field's path (HTTP 422, or 400 for ``body``; CLI exit 2), never clipped. The bounds leave the spec
+example and every preset far inside them; they exist so that no input can make a request run
+out of memory, stack or floating-point range.
+
+:func:`json_depth_exceeds` measures a JSON document's nesting on its raw bytes, before any
+parser recurses into it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+#: deepest nesting of objects/lists a JSON document (a request body, an instance file) may have
+MAX_JSON_DEPTH = 64
+#: deepest nesting of a rule condition (``not``/``all``/``any``; a literal counts 1)
+MAX_CONDITION_DEPTH = 16
+#: most teams in an instance or a pool
+MAX_TEAMS = 16
+#: largest team
+MAX_TEAM_SIZE = 64
+#: longest player id
+MAX_ID_CHARS = 64
+#: longest party id, role name, region name, attribute key
+MAX_NAME_CHARS = 64
+#: longest string attribute value of a ticket
+MAX_TEXT_CHARS = 256
+#: most features per player (a pool's model fixes the exact number)
+MAX_FEATURES = 4096
+#: most roles one player accepts, most regions one player has a ping for
+MAX_ROLES = 32
+MAX_REGIONS = 64
+#: |feature| bound
+MAX_ABS_FEATURE = 1e6
+#: |skill| bound
+MAX_ABS_SKILL = 1e6
+#: largest ping, milliseconds
+MAX_PING_MS = 100_000.0
+#: largest ``waited_s`` (seconds; about 116 days)
+MAX_WAITED_S = 1e7
+#: |coefficient|, |rhs| and the thresholds of rules (``max_diff``, ``max_spread``, ``max_ms``)
+MAX_ABS_RULE_NUMBER = 1e9
+
+# a JSON string (with escapes), matched without backtracking
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(range(256)).translate(None, b"[]{}")  # what translate deletes to keep only brackets
+
+
+def json_depth_exceeds(raw: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether a JSON document nests objects/lists deeper than ``limit``, brackets inside strings aside.
+
+    Runs in time linear in the size (regex and numpy, no Python loop per byte) and never recurses,
+    so it is safe on hostile input; it does not validate the document (the parser does that after).
+    """
+    data = raw.encode() if isinstance(raw, str) else bytes(raw)
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    if len(brackets) <= limit:
+        return False
+    codes = np.frombuffer(brackets, dtype=np.uint8)
+    steps = np.where((codes == ord("[")) | (codes == ord("{")), 1, -1).astype(np.int64)
+    return bool(np.cumsum(steps).max() > limit)
