@@ -19,8 +19,15 @@ SOLVER_GROUP = "solvers"
 INFERENCE_GROUP = "inference"
 # An inference reply is kept this long for a late reader, then dropped.
 INFERENCE_REPLY_TTL_S = 30
-# A worker heartbeat key lives this long; a worker that stops refreshing it drops off readiness.
+# A worker heartbeat lasts this long; a worker that stops refreshing it drops off the live set.
 HEARTBEAT_TTL_S = 15
+# The dead-letter stream of a pool keeps about this many jobs (approximate trimming; nothing reads
+# them as a group, so nothing pending can be trimmed away).
+DEAD_LETTER_MAXLEN = 10_000
+# Predictor requests are latency-bound: an old one is worthless, so approximate trimming is fine. A
+# trimmed entry still pending for a dead inference worker is dropped by XAUTOCLAIM (see
+# RedisStore.drop_stale_inference); live workers read only new entries, which trimming never removes.
+INFERENCE_MAXLEN = 10_000
 # Blocking stream reads wait at most this long (below redis-py's socket timeout, see RedisStore).
 BLOCK_MS = 1000
 
@@ -35,7 +42,8 @@ class Keys:
         return f"{self.prefix}:{{{pool}}}"
 
     def ticket(self, pool: str, ticket_id: str) -> str:
-        """HASH: id, data (immutable JSON), status, created, expires, match_id, lease, result."""
+        """HASH: id, data (immutable JSON), status, created, expires (Redis TIME), match_id, lease, result,
+        reason (why it ended expired early), crashes (dead-lettered jobs it was in)."""
         return f"{self._pool(pool)}:t:{ticket_id}"
 
     def queue(self, pool: str) -> str:
@@ -50,12 +58,22 @@ class Keys:
         """ZSET of proposed ticket ids scored by their lease deadline (Open Match's pending list)."""
         return f"{self._pool(pool)}:pending"
 
+    def dead_letters(self, pool: str) -> str:
+        """STREAM of jobs that crashed their solver too often or raised (fields: job, reason,
+        deliveries, entry, consumer, at), for an operator to inspect; trimmed to DEAD_LETTER_MAXLEN."""
+        return f"{self._pool(pool)}:deadletter"
+
+    def players_cursor(self, pool: str) -> str:
+        """STRING: where the reaper's incremental check of the players hash (HSCAN) goes on."""
+        return f"{self._pool(pool)}:players:cursor"
+
     def idempotency(self, pool: str, key: str) -> str:
         """STRING → ticket id; expires with the ticket's TTL."""
         return f"{self._pool(pool)}:idem:{key}"
 
     def players(self, pool: str) -> str:
-        """HASH player id → ticket id of its live ticket: a player queues at most once per pool."""
+        """HASH player id → ticket id of its live ticket: a player queues at most once per pool. An entry
+        goes when its ticket ends (matched, cancelled, expired); the reaper drops any left behind."""
         return f"{self._pool(pool)}:players"
 
     def events(self, pool: str) -> str:
@@ -78,9 +96,7 @@ class Keys:
         """LIST with one reply, popped by the waiting solver (BLPOP); expires after INFERENCE_REPLY_TTL_S."""
         return f"{self.prefix}:{{infer}}:resp:{request_id}"
 
-    def heartbeat(self, kind: str, worker_id: str) -> str:
-        """STRING with a short TTL: the worker is alive."""
-        return f"{self.prefix}:workers:{kind}:{worker_id}"
-
-    def heartbeat_pattern(self, kind: str) -> str:
-        return f"{self.prefix}:workers:{kind}:*"
+    def workers(self, kind: str) -> str:
+        """ZSET worker id → deadline (Redis TIME + HEARTBEAT_TTL_S) of one worker kind: the live ones are
+        read with one ZRANGEBYSCORE (no keyspace SCAN); heartbeats prune the dead."""
+        return f"{self.prefix}:workers:{kind}"

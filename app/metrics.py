@@ -60,6 +60,9 @@ GRPC_REQUESTS = Counter("mgmatch_grpc_requests_total", "gRPC requests by method 
                         ["method", "code"], registry=REGISTRY)
 GRPC_SECONDS = Histogram("mgmatch_grpc_request_duration_seconds", "gRPC request latency by method.",
                          ["method"], buckets=_LATENCY_BUCKETS, registry=REGISTRY)
+DEAD_LETTERS = Counter("mgmatch_solver_dead_letters_total",
+                       "Solve jobs moved to the pool's dead-letter stream (crashed their solver too often, or raised).",
+                       ["pool"], registry=REGISTRY)
 WORKER_UP = Gauge("mgmatch_worker_up", "1 while a worker loop runs.", ["kind"], registry=REGISTRY)
 
 DOCUMENTED = (
@@ -69,6 +72,7 @@ DOCUMENTED = (
     "mgmatch_solver_gap_ratio", "mgmatch_predictor_fallback_total", "mgmatch_inference_batch_size",
     "mgmatch_model_info", "mgmatch_model_reloads_total", "mgmatch_http_requests_total",
     "mgmatch_http_request_duration_seconds", "mgmatch_http_rejected_total", "mgmatch_worker_up",
+    "mgmatch_solver_dead_letters_total",
 )
 
 

@@ -1,7 +1,11 @@
 """Separate worker processes connected by Redis: ``mgmatch worker matchmaker|solver|inference``.
 
-One harness for all of them (Open Match's appmain, arq's worker): start-up checks, a Prometheus
-port, a heartbeat key, SIGTERM/SIGINT → finish the current job, then exit.
+One harness for all of them (Open Match's appmain, arq's worker): a Prometheus port, a heartbeat,
+SIGTERM/SIGINT → finish the current job, then exit. Redis going away never kills a worker: at
+start-up it waits for Redis (``MGMATCH_STARTUP_WAIT_S``, retrying, logged), and in its loop every
+:class:`StoreUnavailable` backs off exponentially (to 2 s; logged once per outage) and carries on.
+After Redis lost its data the store creates the consumer groups again and the leader key is taken
+afresh, so new tickets match with no process restarted.
 
 - **matchmaker** — per pool, takes the pool's leader key (one loop per pool across replicas),
   reaps, asks the dispatch policy, claims candidates atomically and publishes a job on the pool's
@@ -10,7 +14,10 @@ port, a heartbeat key, SIGTERM/SIGINT → finish the current job, then exit.
   left unacknowledged for ``MGMATCH_JOB_MIN_IDLE_MS`` (XAUTOCLAIM), fencing them: the tickets still
   proposed by that job are re-stamped with a new claim id and lease in one Lua call, so the earlier
   runner, if it is slow rather than dead, can no longer commit or release them; solves, commits,
-  releases, then XACK+XDEL.
+  releases, then XACK+XDEL. A job taken over after ``MGMATCH_MAX_DELIVERIES`` deliveries (it
+  crashed its solver each time), or whose run raised, goes to the pool's dead-letter stream
+  (``mgmatch_solver_dead_letters_total``); its tickets go back to the queue, and a ticket that was
+  in ``MGMATCH_MAX_TICKET_CRASHES`` such jobs ends expired with the reason.
 - **inference** — reads predictor requests (``inference`` group) in batches, runs the ONNX network
   once per batch and pushes each reply to its reply list. Solvers reach it through
   :class:`RemotePredictors`; with no live inference worker, or no reply in time, the solve falls
@@ -20,7 +27,6 @@ port, a heartbeat key, SIGTERM/SIGINT → finish the current job, then exit.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import signal
@@ -35,14 +41,45 @@ import numpy as np
 from mgmatch.core.instance import parse_instance
 
 from . import metrics
-from .keys import BLOCK_MS, HEARTBEAT_TTL_S, INFERENCE_GROUP, INFERENCE_REPLY_TTL_S
+from .keys import BLOCK_MS, HEARTBEAT_TTL_S, INFERENCE_REPLY_TTL_S
 from .matchmaker import Job, Matchmaker
 from .models_hub import PredictorDown
-from .redis_store import RedisStore
 from .runtime import Runtime
+from .store import RedisStore, StoreUnavailable
 
 log = logging.getLogger("mgmatch.worker")
-INFERENCE_MAXLEN = 10_000  # requests are latency-bound: an old one is worthless, approximate trimming is fine
+MAX_BACKOFF_S = 2.0
+
+
+class StartupTimeout(RuntimeError):
+    """Redis did not answer within the start-up wait."""
+
+
+class Outage:
+    """Exponential back-off while the store is unavailable, logged once when it starts and once
+    when it ends (not per attempt)."""
+
+    def __init__(self, what: str, first_s: float = 0.05, cap_s: float = MAX_BACKOFF_S):
+        self.what, self.first_s, self.cap_s = what, first_s, cap_s
+        self.since: float | None = None
+        self.delay = 0.0
+        self.attempts = 0
+
+    def failed(self, err: Exception) -> float:
+        """Record one failure; returns how long to wait before the next attempt."""
+        if self.since is None:
+            self.since, self.delay, self.attempts = time.monotonic(), self.first_s, 0
+            log.warning("%s: store unavailable (%s); retrying with back-off up to %.1f s", self.what, err, self.cap_s)
+        else:
+            self.delay = min(self.cap_s, self.delay * 2)
+        self.attempts += 1
+        return self.delay
+
+    def ok(self) -> None:
+        if self.since is not None:
+            log.info("%s: store back after %.1f s (%d failed attempts)", self.what, time.monotonic() - self.since,
+                     self.attempts)
+            self.since = None
 
 
 class Harness:
@@ -52,6 +89,7 @@ class Harness:
         self.kind, self.rt, self.store = kind, rt, rt.store
         self.worker_id = rt.settings.worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.stop = threading.Event()
+        self.outage = Outage(f"{kind} {self.worker_id}")
 
     def install_signals(self) -> None:
         def handler(signum, _frame):
@@ -61,18 +99,60 @@ class Harness:
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
 
+    def wait_for_store(self, wait_s: float | None = None) -> bool:
+        """Wait until Redis answers, retrying with back-off and logging every ~10 s; True once it does,
+        False if stopped meanwhile. Raises StartupTimeout after ``wait_s`` (default MGMATCH_STARTUP_WAIT_S)."""
+        wait_s = self.rt.settings.startup_wait_s if wait_s is None else wait_s
+        start = time.monotonic()
+        delay, logged = 0.1, -1.0
+        while not self.stop.is_set():
+            if self.store.ping():
+                if logged >= 0:
+                    log.info("%s %s: Redis answered after %.1f s", self.kind, self.worker_id, time.monotonic() - start)
+                return True
+            waited = time.monotonic() - start
+            if waited >= wait_s:
+                raise StartupTimeout(f"Redis at {self.rt.settings.redis_url} did not answer within {wait_s:g} s "
+                                     f"(MGMATCH_STARTUP_WAIT_S)")
+            if logged < 0 or waited - logged >= 10:
+                log.warning("%s %s: Redis at %s does not answer; waiting (%.0f of %g s)", self.kind, self.worker_id,
+                            self.rt.settings.redis_url, waited, wait_s)
+                logged = waited
+            self.stop.wait(min(delay, max(0.0, wait_s - waited)))
+            delay = min(delay * 2, MAX_BACKOFF_S)
+        return False
+
     def _beat(self) -> None:
+        outage = Outage(f"{self.kind} {self.worker_id} heartbeat")
         while not self.stop.is_set():
             try:
                 self.store.heartbeat(self.kind, self.worker_id, HEARTBEAT_TTL_S)
-            except Exception:  # Redis away for a moment: keep trying
-                log.warning("heartbeat failed", exc_info=True)
+                outage.ok()
+            except StoreUnavailable as err:  # Redis away for a moment: keep trying
+                self.stop.wait(min(outage.failed(err), HEARTBEAT_TTL_S / 3))
+                continue
+            except Exception:
+                log.exception("heartbeat failed")
             self.stop.wait(HEARTBEAT_TTL_S / 3)
+
+    def step_once(self, step) -> bool:
+        """One loop iteration: the step, or a back-off when the store is unavailable. Never raises."""
+        try:
+            busy = bool(step())
+        except StoreUnavailable as err:
+            self.stop.wait(self.outage.failed(err))
+            return True  # waited already
+        except Exception:
+            log.exception("%s step failed", self.kind)
+            self.stop.wait(0.5)
+            return True
+        self.outage.ok()
+        return busy
 
     def run(self, step, metrics_port: int | None = None) -> None:
         """Call ``step()`` until stopped; ``step`` returns True when it did work (no idle wait)."""
-        if not self.store.ping():
-            raise RuntimeError(f"cannot reach Redis at {self.rt.settings.redis_url}")
+        if not self.wait_for_store():
+            return
         port = self.rt.settings.metrics_port if metrics_port is None else metrics_port
         if port:
             from prometheus_client import start_http_server
@@ -83,19 +163,13 @@ class Harness:
         log.info("%s worker %s up", self.kind, self.worker_id)
         try:
             while not self.stop.is_set():
-                try:
-                    busy = step()
-                except Exception:
-                    log.exception("%s step failed", self.kind)
-                    busy = False
-                    self.stop.wait(0.5)
-                if not busy:
+                if not self.step_once(step):
                     self.stop.wait(0.01)
         finally:
             metrics.WORKER_UP.labels(self.kind).set(0)
             try:
-                self.store.r.delete(self.store.keys.heartbeat(self.kind, self.worker_id))
-            except Exception:
+                self.store.forget_worker(self.kind, self.worker_id)
+            except Exception:  # noqa: BLE001 - the entry expires with its heartbeat anyway
                 pass
             log.info("%s worker %s stopped", self.kind, self.worker_id)
 
@@ -128,8 +202,18 @@ def solver_step(h: Harness, min_idle_ms: int) -> bool:
     store, rt = h.store, h.rt
     pools = list(rt.pools)
     for pool in pools:  # recover jobs of crashed solvers first
-        for eid, obj in store.autoclaim_jobs(pool, h.worker_id, min_idle_ms):
-            run_job(h, pool, eid, obj, recovered=True)
+        taken = store.autoclaim_jobs(pool, h.worker_id, min_idle_ms)
+        if not taken:
+            continue
+        deliveries = store.job_deliveries(pool, [eid for eid, _ in taken])
+        for eid, obj in taken:
+            n = deliveries.get(eid)
+            if n is None:
+                continue  # no longer pending (acknowledged meanwhile)
+            if n > rt.settings.max_deliveries:
+                dead_letter(h, pool, eid, obj, f"delivered {n} times, never acknowledged (it crashed its solver)", n)
+                continue
+            run_job(h, pool, eid, obj, recovered=True, deliveries=n)
     did = False
     for pool in pools:
         block = BLOCK_MS if len(pools) == 1 else None
@@ -139,23 +223,55 @@ def solver_step(h: Harness, min_idle_ms: int) -> bool:
     return did
 
 
-def run_job(h: Harness, pool: str, eid: str, obj: dict, recovered: bool = False) -> None:
-    job = Job.from_json(obj)
+def dead_letter(h: Harness, pool: str, eid: str, obj: Any, reason: str, deliveries: int) -> None:
+    """Give up on a job: its tickets back to the queue (a ticket in too many failed jobs ends expired),
+    the job to the pool's dead-letter stream, acknowledged and deleted; counted and logged."""
+    claim_id = obj.get("claim_id") if isinstance(obj, dict) else None
+    tickets = obj.get("tickets") if isinstance(obj, dict) else None
+    requeued = expired = 0
+    if isinstance(claim_id, str) and isinstance(tickets, list) and tickets:
+        limit = h.rt.settings.max_ticket_crashes
+        requeued, expired = h.store.release_crashed(
+            pool, claim_id, [str(t) for t in tickets], limit, f"in {limit} solve jobs that failed (dead-lettered)")
+    h.store.dead_letter_job(pool, eid, obj if isinstance(obj, dict) else {"raw": obj}, reason, deliveries,
+                            h.worker_id)
+    metrics.DEAD_LETTERS.labels(pool).inc()
+    if requeued:
+        metrics.TICKET_EVENTS.labels(pool, "requeued").inc(requeued)
+    if expired:
+        metrics.TICKET_EVENTS.labels(pool, "expired").inc(expired)
+    log.error("pool %s: job %s dead-lettered after %d deliveries (%s); %d tickets requeued, %d expired", pool,
+              claim_id, deliveries, reason, requeued, expired)
+
+
+def run_job(h: Harness, pool: str, eid: str, obj: dict, recovered: bool = False, deliveries: int = 1) -> None:
+    try:
+        job = Job.from_json(obj)
+    except Exception as err:  # noqa: BLE001 - a malformed entry can never run
+        dead_letter(h, pool, eid, obj, f"malformed job: {type(err).__name__}: {err}", deliveries)
+        return
     cfg = h.rt.pools.get(job.pool)
-    if cfg is None:
+    if cfg is None:  # a pool this solver's config does not know: the leases hand the tickets back
         h.store.ack_job(pool, eid)
         return
     if recovered:
         # fence: the tickets get this run's id, so a slow-but-alive earlier runner can no longer commit them
         fenced = f"{job.claim_id}.{uuid.uuid4().hex[:8]}"
         held = h.store.takeover(pool, job.claim_id, fenced, job.tickets, time.time() + cfg.lease_s)
-        log.info("solver %s took over job %s as %s (%d tickets still proposed)", h.worker_id, job.claim_id,
-                 fenced, held)
+        log.info("solver %s took over job %s as %s (delivery %d, %d tickets still proposed)", h.worker_id,
+                 job.claim_id, fenced, deliveries, held)
         if held == 0:  # committed, or the lease ran out and the tickets went back already
             h.store.ack_job(pool, eid)
             return
         job = dataclasses.replace(job, claim_id=fenced)
-    h.rt.runner.run(job)
+    try:
+        h.rt.runner.run(job)
+    except StoreUnavailable:
+        raise  # the job stays pending: taken over once Redis answers, its tickets protected by the lease
+    except Exception as err:  # noqa: BLE001 - a job that raises would raise again: never acked silently
+        log.exception("pool %s: job %s raised", pool, job.claim_id)
+        dead_letter(h, pool, eid, obj, f"run raised {type(err).__name__}: {err}", deliveries)
+        return
     h.store.ack_job(pool, eid)
 
 
@@ -170,30 +286,25 @@ class RemotePredictor:
         self.version = f"{name}@remote"
 
     def predict(self, problems: list, timeout_s: float | None = None) -> list[np.ndarray]:
-        r, k = self.store.r, self.store.keys
         deadline = time.time() + (timeout_s if timeout_s is not None else 1.0)
-        ids = []
-        pipe = r.pipeline(transaction=False)
-        for pr in problems:
-            rid = uuid.uuid4().hex
-            ids.append(rid)
-            pipe.xadd(k.inference_requests(), {"req": json.dumps({
-                "id": rid, "predictor": self.name, "model": pr.model_name, "deadline": deadline,
-                "instance": pr.instance.to_json()})}, maxlen=INFERENCE_MAXLEN, approximate=True)
-        pipe.execute()
+        reqs = [{"id": uuid.uuid4().hex, "predictor": self.name, "model": pr.model_name, "deadline": deadline,
+                 "instance": pr.instance.to_json()} for pr in problems]
         out = []
-        for rid in ids:
-            left = deadline - time.time()
-            if left <= 0:
-                raise PredictorDown("late", f"predictor {self.name}: no reply in time")
-            got = r.blpop([k.inference_reply(rid)], timeout=max(0.01, left))
-            if got is None:
-                raise PredictorDown("late", f"predictor {self.name}: no reply in time")
-            reply = json.loads(got[1])
-            if "error" in reply:
-                raise PredictorDown("error", f"predictor {self.name}: {reply['error']}")
-            self.version = reply.get("version", self.version)
-            out.append(np.asarray(reply["p"], dtype=np.float64))
+        try:
+            self.store.request_inference(reqs)
+            for req in reqs:
+                left = deadline - time.time()
+                if left <= 0:
+                    raise PredictorDown("late", f"predictor {self.name}: no reply in time")
+                reply = self.store.await_inference(req["id"], left)
+                if reply is None:
+                    raise PredictorDown("late", f"predictor {self.name}: no reply in time")
+                if "error" in reply:
+                    raise PredictorDown("error", f"predictor {self.name}: {reply['error']}")
+                self.version = reply.get("version", self.version)
+                out.append(np.asarray(reply["p"], dtype=np.float64))
+        except StoreUnavailable as err:
+            raise PredictorDown("unavailable", f"predictor {self.name}: {err}") from None
         return out
 
 
@@ -209,7 +320,10 @@ class RemotePredictors:
     def get(self, name: str) -> RemotePredictor:
         now = time.monotonic()
         if now - self._alive_at > 2.0:
-            self._alive = bool(self.store.workers("inference"))
+            try:
+                self._alive = bool(self.store.workers("inference"))
+            except StoreUnavailable:
+                self._alive = False
             self._alive_at = now
         if not self._alive:
             raise PredictorDown("unavailable", "no inference worker is alive")
@@ -218,24 +332,38 @@ class RemotePredictors:
         return self._cache[name]
 
 
-def inference_step(h: Harness, max_batch: int = 32) -> bool:
-    store, rt = h.store, h.rt
-    stream = store.keys.inference_requests()
-    store.ensure_group(stream, INFERENCE_GROUP)
-    resp = store.r.xreadgroup(INFERENCE_GROUP, h.worker_id, {stream: ">"}, count=max_batch, block=BLOCK_MS)
-    entries = [(eid, json.loads(f["req"])) for _, es in (resp or []) for eid, f in es if f]
-    if not entries:
-        return False
+class InferenceLoop:
+    """The inference worker's step: a batch of requests in, one predictor call per predictor, replies
+    out; every ~10 s, requests a dead inference worker left pending are dropped (nobody waits for them)."""
+
+    def __init__(self, h: Harness, max_batch: int = 32):
+        self.h, self.max_batch = h, max_batch
+        self._swept_at = 0.0
+
+    def __call__(self) -> bool:
+        h = self.h
+        if time.monotonic() - self._swept_at > 10.0:
+            h.store.drop_stale_inference(h.worker_id, min_idle_ms=INFERENCE_REPLY_TTL_S * 1000)
+            self._swept_at = time.monotonic()
+        entries = h.store.read_inference(h.worker_id, self.max_batch)
+        if not entries:
+            return False
+        h.store.reply_inference(answer(h.rt, [req for _, req in entries]), [eid for eid, _ in entries])
+        return True
+
+
+def answer(rt: Runtime, requests: list[dict]) -> dict[str, dict]:
+    """Replies by request id: predictions, or an error (requests past their deadline get none)."""
     now = time.time()
     by_predictor: dict[str, list[tuple[dict, Any]]] = {}
     replies: dict[str, dict] = {}
-    for _, req in entries:
+    for req in requests:
         if req.get("deadline", now + 1) < now:
             continue  # nobody waits for it any more
         try:
             problem = rt.engine.problem(parse_instance(req["instance"]), req.get("model"))
             by_predictor.setdefault(req["predictor"], []).append((req, problem))
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - the request is bad, the worker is fine
             replies[req["id"]] = {"error": f"bad request: {err}"}
     for name, items in by_predictor.items():
         try:
@@ -244,19 +372,10 @@ def inference_step(h: Harness, max_batch: int = 32) -> bool:
                 out = pred.predict([pr for _, pr in items], timeout_s=5.0)
             for (req, _), p in zip(items, out, strict=True):
                 replies[req["id"]] = {"p": np.asarray(p).tolist(), "version": pred.version}
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - reported to every waiting solver, which falls back
             for req, _ in items:
                 replies[req["id"]] = {"error": str(err)}
-    pipe = store.r.pipeline(transaction=False)
-    for rid, reply in replies.items():
-        key = store.keys.inference_reply(rid)
-        pipe.rpush(key, json.dumps(reply))
-        pipe.expire(key, INFERENCE_REPLY_TTL_S)
-    ids = [eid for eid, _ in entries]
-    pipe.xack(stream, INFERENCE_GROUP, *ids)
-    pipe.xdel(stream, *ids)
-    pipe.execute()
-    return True
+    return replies
 
 
 def run_worker(kind: str, rt: Runtime, min_idle_ms: int = 10_000, metrics_port: int | None = None) -> None:
@@ -272,6 +391,6 @@ def run_worker(kind: str, rt: Runtime, min_idle_ms: int = 10_000, metrics_port: 
             raise RuntimeError("the inference worker runs the predictors itself")
         rt.warm()
         rt.predictors.start_watcher()
-        h.run(lambda: inference_step(h), metrics_port)
+        h.run(InferenceLoop(h), metrics_port)
     else:
         raise ValueError(f"unknown worker kind {kind!r}")

@@ -29,7 +29,7 @@ def worker_cmd(
     from mgmatch.app.runtime import Runtime
     from mgmatch.app.settings import load_settings
     from mgmatch.app.store import make_store
-    from mgmatch.app.workers import RemotePredictors, run_worker
+    from mgmatch.app.workers import RemotePredictors, StartupTimeout, run_worker
 
     if kind not in KINDS:
         fail(f"KIND must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -42,10 +42,11 @@ def worker_cmd(
         first = err.errors()[0]
         fail(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    store = make_store(settings)
-    if not store.ping():
-        fail(f"cannot reach Redis at {settings.redis_url}")
+    store = make_store(settings)  # connects lazily: a Redis down now is waited for (MGMATCH_STARTUP_WAIT_S)
     predictors = RemotePredictors(store) if kind == "solver" and not local_predictor else None
     rt = Runtime.build(settings, store=store, predictors=predictors)
     rt.settle()
-    run_worker(kind, rt, min_idle_ms=min_idle_ms)
+    try:
+        run_worker(kind, rt, min_idle_ms=min_idle_ms)
+    except StartupTimeout as err:
+        fail(str(err))

@@ -140,7 +140,7 @@ def test_shipped_service_config_builds_a_runtime():
 
 def test_service_processes_never_import_torch():
     code = ("import sys; from mgmatch.app.cli import _load_commands; _load_commands(); "
-            "import mgmatch.app.api, mgmatch.app.workers, mgmatch.app.redis_store, mgmatch.models.runtime; "
+            "import mgmatch.app.api, mgmatch.app.workers, mgmatch.app.store.redis, mgmatch.models.runtime; "
             "bad = [m for m in sys.modules if m == 'torch' or m.startswith('torch.')]; print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -6,8 +6,7 @@ import time
 
 import pytest
 
-from mgmatch.app.redis_store import RedisStore
-from mgmatch.app.store import Conflict, MatchResult, MemoryStore, Ticket, new_ticket_id, pool_of
+from mgmatch.app.store import Conflict, MatchResult, MemoryStore, RedisStore, Ticket, new_ticket_id, pool_of
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])

@@ -1,0 +1,208 @@
+"""The ticket store's types and interface; :mod:`.memory` and :mod:`.redis` implement it.
+
+Lifecycle (Open Match's, with minimatch's atomic claims)::
+
+    queued ──claim (all tickets of a candidate pool or none)──► proposed ──commit──► matched
+      ▲  │                                                         │
+      │  └── TTL passed ──► expired          lease passed / not selected / crash ──┘ (back to queued)
+      └──────────────────── DELETE ──► cancelled (from queued or proposed)
+
+A claim moves every ticket of a candidate pool from ``queued`` to ``proposed`` under one match id
+and a lease, or moves none; a commit marks the selected tickets ``matched`` and returns the rest
+to the queue, or (if any selected ticket changed meanwhile) returns all of them. So a ticket is in
+at most one match, and a crashed worker's tickets come back when its lease runs out.
+
+A ticket also ends ``expired`` with a ``reason`` when the runner that claimed it finds it can no
+longer be solved (:meth:`Store.expire_ticket`). Every terminal state (matched, cancelled, expired)
+frees the ticket's players, so they may queue again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+TicketStatus = Literal["queued", "proposed", "matched", "expired", "cancelled"]
+RETENTION_S = 3600.0  # how long a finished ticket stays readable after its TTL
+
+
+def new_ticket_id(pool: str) -> str:
+    """Ticket ids carry their pool (``<pool>.<hex>``) so a lookup touches one shard."""
+    return f"{pool}.{uuid.uuid4().hex}"
+
+
+def pool_of(ticket_id: str) -> str | None:
+    pool, sep, rest = ticket_id.rpartition(".")
+    return pool if sep and pool and len(rest) == 32 else None
+
+
+@dataclass
+class Ticket:
+    id: str
+    pool: str
+    players: list[dict[str, Any]]
+    created_at: float
+    expires_at: float
+    status: TicketStatus = "queued"
+    arm: str | None = None
+    ab_key: str | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+    match_id: str | None = None
+    lease_until: float | None = None
+    result: dict[str, Any] | None = None  # set when matched: teams, team, region, method, arm, model_version
+    owner: str | None = None  # client identity (API key digest) that created it; other clients see 404
+    reason: str | None = None  # why a ticket ended expired without its TTL running out (e.g. it no longer fits its pool)
+
+    def view(self, now: float | None = None) -> Ticket:
+        """The ticket as a reader sees it: a queued ticket past its TTL reads as expired."""
+        now = time.time() if now is None else now
+        if self.status == "queued" and now >= self.expires_at:
+            return Ticket(**{**asdict(self), "status": "expired"})
+        return self
+
+    def data_json(self) -> str:
+        """The immutable part, as stored (the times are separate fields, stamped by the store)."""
+        return json.dumps({"players": self.players, "arm": self.arm, "ab_key": self.ab_key,
+                           "attributes": self.attributes, "pool": self.pool, "owner": self.owner})
+
+    @staticmethod
+    def from_fields(tid: str, f: dict[str, str]) -> Ticket:
+        """A ticket from its stored hash fields (``created``/``expires`` are the store's clock)."""
+        d = json.loads(f["data"])
+        lease = f.get("lease")
+        created = float(f["created"]) if f.get("created") else d["created_at"]
+        expires = float(f["expires"]) if f.get("expires") else d["expires_at"]
+        return Ticket(id=tid, pool=d["pool"], players=d["players"], created_at=created,
+                      expires_at=expires, status=f.get("status", "queued"), arm=d.get("arm"),
+                      ab_key=d.get("ab_key"), attributes=d.get("attributes") or {}, match_id=f.get("match_id") or None,
+                      lease_until=float(lease) if lease else None,
+                      result=json.loads(f["result"]) if f.get("result") else None, owner=d.get("owner"),
+                      reason=f.get("reason") or None)
+
+
+@dataclass
+class MatchResult:
+    """What a commit records on every selected ticket."""
+
+    match_id: str
+    teams: list[list[str]]            # player ids per team
+    team_of_ticket: dict[str, int]    # ticket id → team index
+    region: str | None = None
+    method: str | None = None
+    arm: str | None = None
+    model_version: str | None = None
+    objective: float | None = None
+    status: str | None = None
+
+    def for_ticket(self, tid: str) -> dict[str, Any]:
+        return {"match_id": self.match_id, "teams": self.teams, "team": self.team_of_ticket[tid],
+                "region": self.region, "method": self.method, "arm": self.arm,
+                "model_version": self.model_version, "objective": self.objective, "solver_status": self.status,
+                "matched_at": time.time()}
+
+
+class Conflict(Exception):
+    """The requested change does not apply to the ticket's current status."""
+
+
+class StoreUnavailable(Exception):
+    """The store's backend cannot be reached right now (the API answers 503 with Retry-After).
+
+    Raised for connection failures, timeouts, a server still loading its data, a replica that is
+    read-only or without its master during a failover: conditions that pass; retrying later is right.
+    """
+
+
+class Store(ABC):
+    """What the API and the workers need from ticket storage."""
+
+    @abstractmethod
+    def create(self, ticket: Ticket, idempotency_key: str | None = None) -> tuple[Ticket, bool]:
+        """Store a new ticket; with a known idempotency key, return the earlier ticket and False."""
+
+    def create_many(self, items: list[tuple[Ticket, str | None]]) -> list[tuple[Ticket, bool] | Conflict]:
+        """Create several tickets; a ticket refused by a conflict yields its Conflict in its place."""
+        out: list[tuple[Ticket, bool] | Conflict] = []
+        for t, key in items:
+            try:
+                out.append(self.create(t, key))
+            except Conflict as err:
+                out.append(err)
+        return out
+
+    @abstractmethod
+    def get(self, ticket_id: str) -> Ticket | None: ...
+
+    @abstractmethod
+    def get_many(self, pool: str, ticket_ids: list[str]) -> list[Ticket | None]:
+        """Tickets of one pool by id, in order (None where unknown), in one round trip."""
+
+    @abstractmethod
+    def cancel(self, ticket_id: str) -> Ticket | None:
+        """queued/proposed → cancelled; raises Conflict for a matched/expired ticket; None if unknown."""
+
+    @abstractmethod
+    def queued(self, pool: str, limit: int = 10_000) -> list[Ticket]:
+        """Queued, unexpired tickets of a pool, longest waiting first."""
+
+    @abstractmethod
+    def queued_ids(self, pool: str, limit: int = 10_000) -> list[str]:
+        """Ids of queued tickets, longest waiting first; no ticket bodies (cheap). A ticket whose TTL
+        just passed may still be listed until the reaper expires it (a claim refuses it)."""
+
+    @abstractmethod
+    def queue_depth(self, pool: str) -> int: ...
+
+    @abstractmethod
+    def claim(self, pool: str, ticket_ids: list[str], match_id: str, lease_until: float) -> bool:
+        """queued → proposed for every ticket, or for none (returns False)."""
+
+    @abstractmethod
+    def commit(self, pool: str, match_id: str, selected: list[str], unselected: list[str],
+               result: MatchResult) -> bool:
+        """Selected → matched, unselected → queued, all or nothing; False (and all proposed returned) on conflict."""
+
+    @abstractmethod
+    def release(self, pool: str, match_id: str, ticket_ids: list[str]) -> int:
+        """proposed (by this match) → queued; returns how many moved."""
+
+    @abstractmethod
+    def expire_ticket(self, pool: str, ticket_id: str, claim_id: str, reason: str) -> bool:
+        """proposed (by ``claim_id``) → expired with ``reason``; its players are freed and an ``expired``
+        event carries the reason. False (nothing changed) if the claim does not hold the ticket."""
+
+    @abstractmethod
+    def reap(self, pool: str, now: float | None = None) -> tuple[int, int]:
+        """Expire queued tickets past their TTL, release proposals past their lease: (expired, released).
+        ``now`` is honoured by the in-memory store; a store with a server clock uses that clock."""
+
+    @abstractmethod
+    def takeover(self, pool: str, claim_id: str, new_id: str, ticket_ids: list[str], lease_until: float) -> int:
+        """Fence a claim for a runner taking it over: every ticket still proposed by ``claim_id`` (or by
+        an earlier takeover of it, ``<claim_id>.<token>``) is re-stamped ``new_id`` with a fresh lease.
+        A runner still holding an older id then fails to commit or release them. Returns tickets taken."""
+
+    # The API's hot path is async: a store that talks to a server over the network overrides these
+    # with native asyncio calls (no thread hop per request); an in-process store answers directly.
+
+    async def acreate(self, ticket: Ticket, idempotency_key: str | None = None) -> tuple[Ticket, bool]:
+        return self.create(ticket, idempotency_key)
+
+    async def acreate_many(self, items: list[tuple[Ticket, str | None]]) -> list[tuple[Ticket, bool] | Conflict]:
+        return self.create_many(items)
+
+    async def aget(self, ticket_id: str) -> Ticket | None:
+        return self.get(ticket_id)
+
+    async def acancel(self, ticket_id: str) -> Ticket | None:
+        return self.cancel(ticket_id)
+
+    def ping(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,56 @@
+-- Prepended to every script. "Now" is Redis TIME, never a client's clock: every host agrees on
+-- expiry and leases (Redis 7 replicates a script's effects, so TIME is allowed before writes).
+local function now_s()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+
+local function fmt(x)
+  return string.format('%.6f', x)
+end
+
+-- The id at the end of a ticket key ('<prefix>:{pool}:t:<id>').
+local function id_of(k)
+  return string.match(k, ':t:(.*)$')
+end
+
+-- Forget the ticket's players in the players hash, each only while it still names this ticket.
+local function free_players(players_key, ticket_key, tid)
+  local data = redis.call('HGET', ticket_key, 'data')
+  if not data then return end
+  local ok, d = pcall(cjson.decode, data)
+  if not ok or type(d) ~= 'table' or type(d['players']) ~= 'table' then return end
+  for _, p in ipairs(d['players']) do
+    local pid = p['id']
+    if pid ~= nil and redis.call('HGET', players_key, pid) == tid then
+      redis.call('HDEL', players_key, pid)
+    end
+  end
+end
+
+-- proposed (by match_id; '' = by anyone) → queued, back at its place (score = creation time).
+local function requeue(queue, expiry, pending, k, match_id)
+  local f = redis.call('HMGET', k, 'status', 'match_id', 'id', 'created', 'expires')
+  if f[1] == 'proposed' and (match_id == '' or f[2] == match_id) then
+    redis.call('HSET', k, 'status', 'queued', 'match_id', '', 'lease', '')
+    redis.call('ZREM', pending, f[3])
+    redis.call('ZADD', queue, f[4], f[3])
+    redis.call('ZADD', expiry, f[5], f[3])
+    return 1
+  end
+  return 0
+end
+
+-- Any status → expired with a reason: out of every index, players freed, an event emitted.
+local function expire(queue, expiry, pending, events, players, k, tid, reason, maxlen)
+  redis.call('HSET', k, 'status', 'expired', 'lease', '', 'reason', reason)
+  redis.call('ZREM', queue, tid)
+  redis.call('ZREM', expiry, tid)
+  redis.call('ZREM', pending, tid)
+  free_players(players, k, tid)
+  if reason ~= '' then
+    redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'event', 'expired', 'ticket', tid, 'reason', reason)
+  else
+    redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'event', 'expired', 'ticket', tid)
+  end
+end

@@ -1,0 +1,227 @@
+"""The in-memory store: everything in one process, behind one lock (the embedded default).
+
+Times come from this process's clock (``time.time()``); there is no other clock to agree with.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from .base import RETENTION_S, Conflict, MatchResult, Store, Ticket
+
+
+class MemoryStore(Store):
+    """Everything in one process, behind one lock. The embedded default."""
+
+    def __init__(self, max_events: int = 10_000):
+        self._t: dict[str, Ticket] = {}
+        self._idem: dict[tuple[str, str], tuple[str, float]] = {}
+        self._queues: dict[str, dict[str, None]] = {}   # insertion-ordered set = FIFO by created_at
+        self._pending: dict[str, set[str]] = {}
+        self._players: dict[tuple[str, str], str] = {}  # (pool, player id) → live ticket id
+        self._lock = threading.Lock()
+        self.events: deque[dict[str, Any]] = deque(maxlen=max_events)
+
+    def _event(self, kind: str, t: Ticket, **extra) -> None:
+        self.events.append({"event": kind, "ticket": t.id, "pool": t.pool, "ts": time.time(), **extra})
+
+    def _free_players(self, t: Ticket) -> None:
+        """Forget the ticket's players, each only while it still names this ticket."""
+        for p in t.players:
+            key = (t.pool, p["id"])
+            if self._players.get(key) == t.id:
+                del self._players[key]
+
+    def player_count(self, pool: str) -> int:
+        """Players with a live ticket in the pool (what the one-ticket-per-player check holds)."""
+        with self._lock:
+            return sum(1 for k in self._players if k[0] == pool)
+
+    def create(self, ticket: Ticket, idempotency_key: str | None = None) -> tuple[Ticket, bool]:
+        with self._lock:
+            if idempotency_key is not None:
+                hit = self._idem.get((ticket.pool, idempotency_key))
+                if hit is not None and hit[1] > time.time() and hit[0] in self._t:
+                    return self._t[hit[0]].view(), False
+            for p in ticket.players:
+                other = self._players.get((ticket.pool, p["id"]))
+                if other is not None and other in self._t and self._t[other].view().status in ("queued", "proposed"):
+                    raise Conflict(f"player {p['id']!r} is already queued in ticket {other}")
+            for p in ticket.players:
+                self._players[(ticket.pool, p["id"])] = ticket.id
+            if idempotency_key is not None:
+                self._idem[(ticket.pool, idempotency_key)] = (ticket.id, ticket.expires_at)
+            self._t[ticket.id] = ticket
+            self._queues.setdefault(ticket.pool, {})[ticket.id] = None
+            self._event("created", ticket)
+            return ticket, True
+
+    def _readable(self, ticket_id: str) -> Ticket | None:
+        t = self._t.get(ticket_id)
+        if t is None or time.time() > t.expires_at + RETENTION_S:
+            return None
+        return t.view()
+
+    def get(self, ticket_id: str) -> Ticket | None:
+        with self._lock:
+            return self._readable(ticket_id)
+
+    def get_many(self, pool: str, ticket_ids: list[str]) -> list[Ticket | None]:
+        with self._lock:
+            return [t if (t := self._readable(tid)) is not None and t.pool == pool else None for tid in ticket_ids]
+
+    def cancel(self, ticket_id: str) -> Ticket | None:
+        with self._lock:
+            t = self._t.get(ticket_id)
+            if t is None:
+                return None
+            v = t.view()
+            if v.status not in ("queued", "proposed"):
+                raise Conflict(f"ticket is {v.status}")
+            self._queues.get(t.pool, {}).pop(t.id, None)
+            self._pending.get(t.pool, set()).discard(t.id)
+            t.status, t.lease_until = "cancelled", None
+            self._free_players(t)
+            self._event("cancelled", t)
+            return t
+
+    def queued(self, pool: str, limit: int = 10_000) -> list[Ticket]:
+        now = time.time()
+        with self._lock:
+            out = []
+            for tid in self._queues.get(pool, {}):
+                t = self._t[tid]
+                if t.expires_at > now:
+                    out.append(t)
+                    if len(out) >= limit:
+                        break
+            return out
+
+    def queued_ids(self, pool: str, limit: int = 10_000) -> list[str]:
+        with self._lock:
+            out = []
+            for tid in self._queues.get(pool, {}):
+                out.append(tid)
+                if len(out) >= limit:
+                    break
+            return out
+
+    def queue_depth(self, pool: str) -> int:
+        with self._lock:
+            return len(self._queues.get(pool, {}))
+
+    def claim(self, pool: str, ticket_ids: list[str], match_id: str, lease_until: float) -> bool:
+        now = time.time()
+        with self._lock:
+            q = self._queues.get(pool, {})
+            for tid in ticket_ids:
+                t = self._t.get(tid)
+                if t is None or t.status != "queued" or tid not in q or t.expires_at <= now:
+                    return False
+            for tid in ticket_ids:
+                t = self._t[tid]
+                t.status, t.match_id, t.lease_until = "proposed", match_id, lease_until
+                del q[tid]
+                self._pending.setdefault(pool, set()).add(tid)
+            return True
+
+    def _requeue(self, pool: str, t: Ticket) -> None:
+        t.status, t.match_id, t.lease_until = "queued", None, None
+        self._pending.get(pool, set()).discard(t.id)
+        self._queues.setdefault(pool, {})[t.id] = None
+
+    def _resort(self, pool: str) -> None:
+        """Keep FIFO by creation time: requeued tickets return to their place."""
+        q = self._queues.get(pool, {})
+        if len(q) > 1:
+            items = sorted(q, key=lambda k: self._t[k].created_at)
+            q.clear()
+            q.update(dict.fromkeys(items))
+
+    def commit(self, pool: str, match_id: str, selected: list[str], unselected: list[str],
+               result: MatchResult) -> bool:
+        with self._lock:
+            mine = [tid for tid in selected + unselected
+                    if (t := self._t.get(tid)) is not None and t.status == "proposed" and t.match_id == match_id]
+            ok = all((t := self._t.get(tid)) is not None and t.status == "proposed" and t.match_id == match_id
+                     for tid in selected)
+            if not ok:
+                for tid in mine:
+                    self._requeue(pool, self._t[tid])
+                self._resort(pool)
+                return False
+            for tid in selected:
+                t = self._t[tid]
+                t.status, t.lease_until, t.result = "matched", None, result.for_ticket(tid)
+                self._pending.get(pool, set()).discard(tid)
+                self._free_players(t)
+                self._event("matched", t, match_id=match_id)
+            for tid in unselected:
+                t = self._t.get(tid)
+                if t is not None and t.status == "proposed" and t.match_id == match_id:
+                    self._requeue(pool, t)
+            self._resort(pool)
+            return True
+
+    def release(self, pool: str, match_id: str, ticket_ids: list[str]) -> int:
+        n = 0
+        with self._lock:
+            for tid in ticket_ids:
+                t = self._t.get(tid)
+                if t is not None and t.status == "proposed" and t.match_id == match_id:
+                    self._requeue(pool, t)
+                    n += 1
+            self._resort(pool)
+        return n
+
+    def takeover(self, pool: str, claim_id: str, new_id: str, ticket_ids: list[str], lease_until: float) -> int:
+        n = 0
+        with self._lock:
+            for tid in ticket_ids:
+                t = self._t.get(tid)
+                if (t is not None and t.status == "proposed" and t.match_id is not None
+                        and (t.match_id == claim_id or t.match_id.startswith(claim_id + "."))):
+                    t.match_id, t.lease_until = new_id, lease_until
+                    n += 1
+        return n
+
+    def expire_ticket(self, pool: str, ticket_id: str, claim_id: str, reason: str) -> bool:
+        with self._lock:
+            t = self._t.get(ticket_id)
+            if t is None or t.pool != pool or t.status != "proposed" or t.match_id != claim_id:
+                return False
+            self._pending.get(pool, set()).discard(t.id)
+            t.status, t.lease_until, t.reason = "expired", None, reason
+            self._free_players(t)
+            self._event("expired", t, reason=reason)
+            return True
+
+    def reap(self, pool: str, now: float | None = None) -> tuple[int, int]:
+        now = time.time() if now is None else now
+        expired = released = 0
+        with self._lock:
+            q = self._queues.get(pool, {})
+            for tid in [k for k in q if self._t[k].expires_at <= now]:
+                del q[tid]
+                t = self._t[tid]
+                t.status = "expired"
+                self._free_players(t)
+                self._event("expired", t)
+                expired += 1
+            for tid in list(self._pending.get(pool, set())):
+                t = self._t[tid]
+                if t.lease_until is not None and t.lease_until <= now:
+                    self._requeue(pool, t)
+                    released += 1
+            if released:
+                self._resort(pool)
+            # forget finished tickets after their retention
+            if len(self._t) > 10_000:
+                for tid in [k for k, t in self._t.items() if t.expires_at + RETENTION_S < now]:
+                    del self._t[tid]
+                self._idem = {k: v for k, v in self._idem.items() if v[1] > now}
+                self._players = {k: v for k, v in self._players.items() if v in self._t}
+        return expired, released
