@@ -43,6 +43,16 @@ class Settings(BaseSettings):
     # --- workers
     metrics_port: int = Field(default=9100, ge=0, le=65535, description="Prometheus port of a worker process (0 = none).")
     worker_id: str | None = Field(default=None, description="Consumer name in the stream groups (default host-pid).")
+    startup_wait_s: float = Field(default=60.0, ge=0, le=3600,
+                                  description="A worker starting while Redis is unreachable waits this long for it "
+                                              "(retrying, logged), then exits.")
+    max_deliveries: int = Field(default=3, ge=1, le=100,
+                                description="A solve job delivered this many times without being acknowledged (it "
+                                            "crashed its solver each time) goes to the pool's dead-letter stream on "
+                                            "its next takeover; its tickets go back to the queue.")
+    max_ticket_crashes: int = Field(default=3, ge=1, le=100,
+                                    description="A ticket in this many dead-lettered jobs ends expired with a reason "
+                                                "instead of going back to the queue again.")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     @field_validator("api_keys", mode="before")
