@@ -18,17 +18,16 @@ from mgmatch.core.errors import InvalidInput
 from mgmatch.core.instance import Instance
 from mgmatch.core.problem import Problem
 from mgmatch.core.solution import Solution
-from mgmatch.solvers.base import Budget, get_solver, methods
+from mgmatch.solvers.base import Budget, make_solver, method_info, methods
 
 from . import metrics
 from .ab import Plan
-from .models_hub import PREDICTOR_METHODS, EngagementModels, PredictorDown, Predictors
+from .models_hub import EngagementModels, PredictorDown, Predictors
 
 log = logging.getLogger("mgmatch.engine")
 
 #: the predictor must answer within this share of the budget, else the solve falls back
 PREDICT_SHARE = 0.5
-SEEDED_METHODS = ("random", "local-search", "eomm")
 
 
 class _DeadlinePredictor:
@@ -56,12 +55,12 @@ class Engine:
         self.engagement = engagement
         self.predictors = predictors
         self.default_model = default_model
-        self._known = methods()
+        methods()  # import every solver module now, not inside the first solve's budget
         self._warned: dict[tuple[str, str], float] = {}
 
     def check_method(self, method: str, field: str = "method") -> None:
-        if method not in self._known:
-            raise InvalidInput(field, f"unknown method {method!r}; expected one of {', '.join(self._known)}")
+        """Raise :class:`InvalidInput` naming ``field`` unless ``method`` is registered."""
+        method_info(method, field)
 
     def problem(self, instance: Instance, model_name: str | None) -> Problem:
         name = model_name or instance.engagement_model or self.default_model
@@ -82,7 +81,7 @@ class Engine:
         """Solve one candidate pool under ``plan``; ``start`` (perf_counter) opens the budget."""
         t0 = time.perf_counter() if start is None else start
         arm = plan.arm or metrics.NO_ARM
-        self.check_method(plan.method)
+        info = method_info(plan.method)
         t_enc = time.perf_counter()
         with metrics.stage("encode", pool, plan.method, arm):
             problem = self.problem(instance, plan.engagement_model)
@@ -91,15 +90,17 @@ class Engine:
         budget = Budget(plan.time_budget_ms, t0)
         method, fallback_reason, predictor_version = plan.method, None, None
         sol: Solution | None = None
-        if method in PREDICTOR_METHODS:
-            name = plan.predictor or f"{problem.model_name}{PREDICTOR_METHODS[method]}"
+        if info.needs_predictor:
+            name = info.predictor_name(problem.model_name, plan.predictor)
             try:
                 if self.predictors is None:
                     raise PredictorDown("unavailable", "no predictor configured in this process")
+                if name is None:
+                    raise PredictorDown("unavailable", f"no predictor named for {method!r} (anonymous engagement model)")
                 backend = self.predictors.get(name)
                 left = budget.left_s()
                 pred = _DeadlinePredictor(backend, max(0.001, (left or 1.0) * PREDICT_SHARE), (pool, method, arm))
-                solver = get_solver(method, predictor=pred)
+                solver = make_solver(method, predictor=pred)
                 with metrics.stage("solve", pool, method, arm):
                     sol = solver.solve(problem, budget)
                 predictor_version = pred.version
@@ -113,8 +114,7 @@ class Engine:
             if fallback_reason is not None:
                 metrics.FALLBACKS.labels(pool, plan.method, fallback_reason).inc()
                 method = plan.fallback_method
-            opts = {"seed": seed} if method in SEEDED_METHODS else {}
-            solver = get_solver(method, **opts)
+            solver = make_solver(method, seed=seed)
             with metrics.stage("solve", pool, method, arm):
                 sol = solver.solve(problem, budget)
         extra: dict[str, Any] = {"arm": plan.arm, "engagement_model": problem.model_name,

@@ -36,8 +36,19 @@ from .config import ModelFile, ModelsConfig
 
 log = logging.getLogger("mgmatch.models")
 
-#: predictor file name suffix per method, as in app/resolve.py (mgmatch → "<model>", bgcn → "<model>-bgcn")
-PREDICTOR_METHODS = {"mgmatch": "", "bgcn": "-bgcn"}
+
+def __getattr__(name: str) -> Any:
+    """``PREDICTOR_METHODS`` (method → predictor-name suffix), derived from the solver registrations.
+
+    Kept for callers that still import it; new code asks
+    ``mgmatch.solvers.base.method_info(method).predictor_name(model, predictor)``.
+    """
+    if name == "PREDICTOR_METHODS":
+        from mgmatch.solvers.base import method_info, methods
+
+        infos = [method_info(m) for m in methods()]
+        return {i.name: i.predictor_suffix for i in infos if i.needs_predictor}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class PredictorDown(RuntimeError):

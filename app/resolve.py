@@ -10,9 +10,8 @@ from mgmatch.core.errors import InvalidInput
 from mgmatch.core.instance import parse_instance
 from mgmatch.core.presets import resolve_model
 from mgmatch.core.problem import Problem
-from mgmatch.solvers.base import Solver, get_solver, methods
-
-PREDICTOR_METHODS = {"mgmatch": "", "bgcn": "-bgcn"}
+from mgmatch.solvers.base import Solver, method_info
+from mgmatch.solvers.base import make_solver as build_solver
 
 
 def build_problem(obj: Any, engagement: Path | str | None = None) -> Problem:
@@ -27,22 +26,26 @@ def build_problem(obj: Any, engagement: Path | str | None = None) -> Problem:
 
 def make_solver(method: str, problem: Problem, predictor: str | None = None, seed: int = 0,
                 objective: str | None = None) -> Solver:
-    """A solver for ``method``; mgmatch/bgcn get the predictor shipped for the problem's model."""
-    known = methods()
-    if method not in known:
-        raise InvalidInput("method", f"unknown method {method!r}; expected one of {', '.join(known)}")
-    opts: dict[str, Any] = {}
-    if method in PREDICTOR_METHODS:
+    """A solver for ``method`` built by the one solver factory (:func:`mgmatch.solvers.base.make_solver`).
+
+    A method registered with ``needs_predictor`` gets ``predictor`` (a shipped name or an ONNX
+    file) or else the predictor shipped for the problem's engagement model; a seeded method gets
+    ``seed``.
+
+    Raises:
+        InvalidInput: Unknown method, no predictor for a method that needs one, or ``objective``
+            for a method other than local-search.
+    """
+    info = method_info(method)
+    if objective is not None and method != "local-search":
+        raise InvalidInput("objective", f"--objective applies to local-search only, not {method!r}")
+    loaded = None
+    if info.needs_predictor:
+        name = info.predictor_name(problem.model_name, predictor)
+        if name is None:
+            raise InvalidInput("predictor", f"method {method!r} needs --predictor when the engagement model is a file")
         from mgmatch.models.runtime import load_predictor
 
-        name = predictor or f"{problem.model_name}{PREDICTOR_METHODS[method]}"
-        if problem.model_name is None and predictor is None:
-            raise InvalidInput("predictor", f"method {method!r} needs --predictor when the engagement model is a file")
-        opts["predictor"] = load_predictor(name)
-    if method in ("random", "local-search", "eomm"):
-        opts["seed"] = seed
-    if objective is not None:
-        if method != "local-search":
-            raise InvalidInput("objective", f"--objective applies to local-search only, not {method!r}")
-        opts["objective"] = objective
-    return get_solver(method, **opts)
+        loaded = load_predictor(name)
+    opts: dict[str, Any] = {} if objective is None else {"objective": objective}
+    return build_solver(method, predictor=loaded, seed=seed, **opts)

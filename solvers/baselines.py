@@ -145,7 +145,7 @@ class _Sampler:
         return bool((match >= 0).all())
 
 
-@register("random", "Random: sample rule-aware random assignments within the budget, keep the best by engagement")
+@register("random", "Random: sample rule-aware random assignments within the budget, keep the best by engagement", seeded=True)
 class RandomSolver:
     """The Random baseline of Table 2 (samples within the time limit; best feasible one wins)."""
 
@@ -302,7 +302,7 @@ def _build_cpsat(problem: Problem):
     return m, v
 
 
-@register("optmatch", "OptMatch: OR-Tools CP-SAT enumerates feasible assignments in the budget, the engagement network picks the best")
+@register("optmatch", "OptMatch: OR-Tools CP-SAT enumerates feasible assignments in the budget, the engagement network picks the best", seeded=True)
 class OptMatchSolver:
     """OptMatch's second stage as in the paper's Table 2 (CP-SAT + engagement scoring)."""
 

@@ -318,7 +318,7 @@ def churn_objective(problem: Problem, churn=None, outcome: OutcomeModel | None =
     return f
 
 
-@register("eomm", "EOMM: minimize expected churn (openskill outcomes, logistic churn; blossom for 1v1 pools)")
+@register("eomm", "EOMM: minimize expected churn (openskill outcomes, logistic churn; blossom for 1v1 pools)", seeded=True)
 class EOMMSolver:
     name = "eomm"
 

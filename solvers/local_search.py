@@ -204,7 +204,7 @@ def awesomenauts_objective(problem: Problem, **scorer_opts) -> Objective:
     return f
 
 
-@register("local-search", "Awesomenauts best-swap local search with restarts (objective: engagement or the blog's score)")
+@register("local-search", "Awesomenauts best-swap local search with restarts (objective: engagement or the blog's score)", seeded=True)
 class LocalSearchSolver:
     name = "local-search"
 

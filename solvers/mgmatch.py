@@ -266,11 +266,11 @@ def _pool(mip: MipModel, problem: Problem, first: np.ndarray | None, limit: int 
     return out
 
 
-@register("mgmatch", "MGMatch: multimodal GNN prediction → surrogate MIP (SCIP) → polish → search of the engagement MIP; 100 ms default")
+@register("mgmatch", "MGMatch: multimodal GNN prediction → surrogate MIP (SCIP) → polish → search of the engagement MIP; 100 ms default", needs_predictor=True)
 def mgmatch_solver(predictor: Predictor | None = None, **options) -> MGMatchSolver:
     return MGMatchSolver(predictor, name="mgmatch", **options)
 
 
-@register("bgcn", "BGCN baseline: bipartite-GCN prediction → surrogate MIP (SCIP) → polish → engagement-MIP search; 100 ms default")
+@register("bgcn", "BGCN baseline: bipartite-GCN prediction → surrogate MIP (SCIP) → polish → engagement-MIP search; 100 ms default", needs_predictor=True, predictor_suffix="-bgcn")
 def bgcn_solver(predictor: Predictor | None = None, **options) -> MGMatchSolver:
     return MGMatchSolver(predictor, name="bgcn", **options)
