@@ -1,23 +1,27 @@
 """The HTTP API (FastAPI; OpenAPI at /docs).
 
 - ``POST /v1/solve`` — a candidate pool in the spec's instance format, plus optional ``method``
-  and ``time_limit_ms`` → a spec Solution (with ``arm``, ``model_version``), synchronously.
-- ``POST /v1/tickets`` — queue a player or a party for a pool; ``GET``/``DELETE /v1/tickets/{id}``.
-- ``GET /healthz`` (process up), ``/readyz`` (store reachable, workers running), ``/metrics``.
+  and ``time_limit_ms`` → a spec Solution (with ``arm``, ``model_version``), synchronously, on
+  the solve pool's own threads (``MGMATCH_SOLVE_THREADS``, ``MGMATCH_SOLVE_QUEUE``).
+- ``POST /v1/tickets`` — queue a player or a party for a pool; ``GET``/``DELETE /v1/tickets/{id}``
+  (only the client that created a ticket sees it; see :mod:`mgmatch.app.service`).
+- ``GET /healthz`` (process up), ``/readyz`` (store answers a ping within ``MGMATCH_READYZ_TIMEOUT_S``,
+  workers running), ``/metrics``.
 
-Bad input is 422 (400 for a body that is not JSON) with ``{"error": {"field", "message"}}``
-naming the field (FastAPI's own validation errors are rewritten to the same shape and keep
-``detail``); never 5xx.
+Bad input is 422 (400 for a body that is not JSON or nests too deep, 413 for one too large) with
+``{"error": {"field", "message"}}`` naming the field (FastAPI's own validation errors are
+rewritten to the same shape and keep ``detail``). An unreachable store or a full solve pool is
+503 with ``Retry-After`` (field ``store`` / ``solve``); never another 5xx. The logic shared with
+gRPC lives in :mod:`mgmatch.app.service`; this module is transport only.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from dataclasses import replace
 from typing import Any
 
-import anyio
 from fastapi import FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -25,32 +29,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 
 from mgmatch.core.errors import InvalidInput, join
-from mgmatch.core.instance import Instance, Player, parse_instance
 
-from . import metrics
-from .ab import Plan, plan_for
-from .config import SOLVE_POOL
-from .runtime import Runtime
-from .security import Guard
-from .store import Conflict, Ticket, new_ticket_id
+from . import metrics, service
+from .runtime import Runtime, SolvePoolFull
+from .security import OWNER_SCOPE_KEY, Guard
+from .service import STORE_ERRORS, NotFound, TicketIn, ticket_out
+from .store import Conflict
 
-
-class PlayerIn(Player):
-    """A player in a ticket (the spec's player; ``waited_s`` and ``party`` are set by the service)."""
-
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
-
-
-class TicketIn(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
-
-    pool: str = Field(description="Pool (game mode) to queue for.", min_length=1, max_length=32)
-    players: list[PlayerIn] = Field(min_length=1, max_length=64, description="One player, or a party kept together.")
-    idempotency_key: str | None = Field(default=None, min_length=1, max_length=128,
-                                        description="Retries with the same key return the first ticket.")
-    ttl_s: float | None = Field(default=None, gt=0, description="Seconds before an unmatched ticket expires.")
-    attributes: dict[str, str | float | bool] = Field(default_factory=dict, max_length=32,
-                                                      description="Opaque key/values returned with the ticket.")
+__all__ = ["BatchIn", "TicketIn", "build_asgi", "create_app", "ticket_out"]
 
 
 class MatchOut(BaseModel):
@@ -76,17 +62,6 @@ class TicketOut(BaseModel):
     match: MatchOut | None = None
 
 
-def ticket_out(t: Ticket) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": t.id, "pool": t.pool, "status": t.status, "players": [p["id"] for p in t.players],
-                           "created_at": t.created_at, "expires_at": t.expires_at, "arm": t.arm,
-                           "attributes": t.attributes}
-    if t.status == "matched" and t.result:
-        r = t.result
-        out["match"] = {k: r.get(k) for k in ("match_id", "teams", "team", "region", "method", "arm",
-                                              "model_version", "objective")}
-    return out
-
-
 class BatchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -97,87 +72,24 @@ class BatchOut(BaseModel):
     tickets: list[dict[str, Any]] = Field(description="Per ticket, in order: the ticket, or {error: {field, message}}.")
 
 
-def prepare_ticket(rt: Runtime, body: TicketIn, ab_header: str | None,
-                   idempotency_key: str | None) -> tuple[Ticket, str | None]:
-    """Validate a ticket against its pool and build the stored record (InvalidInput names the field)."""
-    pool = rt.pools.get(body.pool)
-    if pool is None:
-        raise InvalidInput("pool", f"unknown pool {body.pool!r}; known: {', '.join(rt.pools)}")
-    if len(body.players) > pool.max_party:
-        raise InvalidInput("players", f"a party of {len(body.players)} does not fit a team of {pool.max_party}")
-    seen = set()
-    kinds = {r.get("kind") for r in pool.rules}
-    for i, p in enumerate(body.players):
-        if p.id in seen:
-            raise InvalidInput(f"players[{i}].id", f"duplicate player id {p.id!r}")
-        seen.add(p.id)
-        if pool.feature_dim is not None and len(p.features) != pool.feature_dim:
-            raise InvalidInput(f"players[{i}].features",
-                               f"expected {pool.feature_dim} numbers (pool {pool.name}'s model), got {len(p.features)}")
-        for need, attr in (({"skill_balance", "skill_spread"}, "skill"),
-                           ({"roles", "role_min", "role_max"}, "roles"), ({"max_ping"}, "pings")):
-            if kinds & need and getattr(p, attr) is None:
-                raise InvalidInput(f"players[{i}].{attr}", f"required by pool {pool.name}'s rules")
-    ttl = body.ttl_s if body.ttl_s is not None else pool.ticket_ttl_s
-    if ttl > pool.ticket_ttl_s:
-        raise InvalidInput("ttl_s", f"at most {pool.ticket_ttl_s:g} s in pool {pool.name}")
-    now = time.time()
-    arm, ab_key = None, None
-    exp = rt.experiments.for_pool(pool.name)
-    if exp is not None and exp.config.key in ("player", "header"):
-        ab_key = ab_header if exp.config.key == "header" and ab_header else body.players[0].id
-        arm = exp.arm_for(ab_key).name
-    players = [p.model_dump(exclude_none=True, exclude={"waited_s"}) for p in body.players]
-    for p in players:
-        p["features"] = list(p["features"])
-        if "roles" in p:
-            p["roles"] = list(p["roles"])
-    t = Ticket(new_ticket_id(pool.name), pool.name, players, now, now + ttl, arm=arm, ab_key=ab_key,
-               attributes=dict(body.attributes))
-    return t, idempotency_key or body.idempotency_key
+def _err(status: int, field: str, message: str, headers: dict | None = None, **extra) -> JSONResponse:
+    return JSONResponse({"error": {"field": field, "message": message}, **extra}, status_code=status, headers=headers)
 
 
-def solve_request(rt: Runtime, obj: dict[str, Any], ab_key: str | None) -> tuple[Instance, Plan]:
-    """A /v1/solve request object (an instance plus optional ``method`` and ``time_limit_ms``) →
-    the instance and the plan to solve it with. Shared by HTTP and gRPC; InvalidInput names the field."""
-    s = rt.settings
-    obj = dict(obj)
-    method = obj.pop("method", None)
-    limit = obj.pop("time_limit_ms", None)
-    if method is not None and not isinstance(method, str):
-        raise InvalidInput("method", "expected a method name")
-    if limit is not None:
-        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0:
-            raise InvalidInput("time_limit_ms", f"expected a number > 0, got {limit!r}")
-        if limit > s.max_time_limit_ms:
-            raise InvalidInput("time_limit_ms", f"at most {s.max_time_limit_ms:g} ms")
-    players = obj.get("players")
-    if isinstance(players, list) and len(players) > s.max_solve_players:
-        raise InvalidInput("players", f"{len(players)} players; a solve takes at most {s.max_solve_players}")
-    obj.setdefault("format", "mgmatch-instance/v1")
-    inst = parse_instance(obj)
-    exp = rt.experiments.for_pool(SOLVE_POOL)
-    arm = None
-    if exp is not None:
-        key = ab_key if exp.config.key == "header" and ab_key else ",".join(sorted(inst.ids))
-        arm = exp.arm_for(key)
-    d = rt.config.solve
-    plan = plan_for(None, arm, default_method=d.method, default_budget_ms=d.time_budget_ms,
-                    default_fallback=d.fallback_method)
-    if method is not None:
-        rt.engine.check_method(method)
-        plan = replace(plan, method=method)
-    if limit is not None:
-        plan = replace(plan, time_budget_ms=float(limit))
-    # time_limit_ms is the server's whole budget for the request: the solver gets it less the reserve
-    # for sending the answer (the Solution's time_ms stays the solver's own wall time)
-    solver_ms = max(1.0, plan.time_budget_ms - s.response_reserve_ms)
-    plan = replace(plan, time_budget_ms=solver_ms)
-    return inst, plan
+def _answer(exc: Exception, rt: Runtime, **conflict) -> JSONResponse:
+    """The JSON error answer to an exception :func:`service.failure` knows (re-raised otherwise)."""
+    f = service.failure(exc, rt.settings.retry_after_s, **conflict)
+    if f is None:
+        raise exc
+    headers = None
+    if f.retry_after_s is not None:
+        headers = {"Retry-After": str(f.retry_after_s)}
+        metrics.HTTP_REJECTED.labels("store_unavailable" if f.field == "store" else "solve_pool_full").inc()
+    return _err(f.status, f.field, f.message, headers)
 
 
-def _err(status: int, field: str, message: str, **extra) -> JSONResponse:
-    return JSONResponse({"error": {"field": field, "message": message}, **extra}, status_code=status)
+def _owner(request: Request) -> str | None:
+    return request.scope.get(OWNER_SCOPE_KEY)
 
 
 _SOLVE_BODY = {
@@ -204,14 +116,6 @@ def _reject_constant(name: str):
 
 
 def create_app(rt: Runtime) -> FastAPI:
-    s = rt.settings
-    blocking = s.store != "memory"
-
-    async def call(fn, *args):
-        if blocking:
-            return await anyio.to_thread.run_sync(fn, *args)
-        return fn(*args)
-
     app = FastAPI(title="mgmatch", version="0.1.0",
                   description="Real-time matchmaking that maximizes predicted engagement under hard rules.")
     app.state.runtime = rt
@@ -228,13 +132,15 @@ def create_app(rt: Runtime) -> FastAPI:
         detail = [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in errors]
         return _err(422, field, f"{field}: {msg}", detail=detail)
 
-    @app.exception_handler(InvalidInput)
-    async def _invalid(request: Request, exc: InvalidInput):
-        return _err(422, exc.field, str(exc))
+    async def _known(request: Request, exc: Exception):
+        return _answer(exc, rt)
 
-    @app.exception_handler(Conflict)
-    async def _conflict(request: Request, exc: Conflict):
-        return _err(409, "status", str(exc))
+    async def _conflict(request: Request, exc: Exception):  # cancel answers its own conflicts
+        return _answer(exc, rt, conflict_code="ALREADY_EXISTS", conflict_field="players")
+
+    for kind in (InvalidInput, NotFound, SolvePoolFull, *STORE_ERRORS):
+        app.add_exception_handler(kind, _known)
+    app.add_exception_handler(Conflict, _conflict)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz():
@@ -242,46 +148,57 @@ def create_app(rt: Runtime) -> FastAPI:
 
     @app.get("/readyz", tags=["ops"])
     async def readyz():
-        ok, checks = await call(rt.readiness)
-        return JSONResponse({"ready": ok, "checks": checks}, status_code=200 if ok else 503)
+        # the ping runs on the probe's own thread: neither anyio's pool nor the solve pool can delay it
+        try:
+            store_ok = bool(await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(rt.probe.start())),
+                                                   rt.settings.readyz_timeout_s))
+        except TimeoutError:
+            store_ok = False
+        ok, checks = rt.readiness(store_ok)
+        return JSONResponse({"ready": ok, "checks": checks}, status_code=200 if ok else 503,
+                            headers=None if ok else {"Retry-After": str(rt.settings.retry_after_s)})
 
     @app.get("/metrics", tags=["ops"])
     async def prom():
         return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/v1/solve", tags=["solve"], openapi_extra={"requestBody": _SOLVE_BODY},
-              summary="Solve one candidate pool synchronously; returns a spec Solution.")
+              summary="Solve one candidate pool synchronously; returns a spec Solution.",
+              responses={503: {"description": "The solve pool is full (Retry-After)."}})
     async def solve(request: Request, x_mgmatch_ab_key: str | None = Header(default=None)):
         t0 = time.perf_counter()
         raw = await request.body()
         try:
             obj = json.loads(raw, parse_constant=_reject_constant)
         except ValueError as err:
-            return _err(400, "body", f"body: not valid JSON ({err})")
+            return _err(400, "body", f"body: not valid JSON ({str(err)[:200]})")
         if not isinstance(obj, dict):
             return _err(422, "body", "body: expected a JSON object (an instance)")
-        inst, plan = solve_request(rt, obj, x_mgmatch_ab_key)
-        sol = await anyio.to_thread.run_sync(lambda: rt.engine.solve(inst, plan, SOLVE_POOL, start=t0))
-        return JSONResponse(sol.to_json())
+        inst, plan = service.solve_request(rt, obj, x_mgmatch_ab_key)
+        sol = await asyncio.wrap_future(rt.solves.submit(service.solve, rt, inst, plan, t0))
+        return JSONResponse(sol)
 
     @app.post("/v1/tickets", tags=["tickets"], status_code=201, response_model=TicketOut,
               responses={200: {"model": TicketOut, "description": "Replay of an earlier idempotency key"}},
               summary="Queue a player or a party for a pool.")
-    async def create_ticket(body: TicketIn, idempotency_key: str | None = Header(default=None),
+    async def create_ticket(request: Request, body: TicketIn, idempotency_key: str | None = Header(default=None),
                             x_mgmatch_ab_key: str | None = Header(default=None)):
-        t, key = prepare_ticket(rt, body, x_mgmatch_ab_key, idempotency_key)
+        owner = _owner(request)
+        t, key = service.prepare_ticket(rt, body, x_mgmatch_ab_key, idempotency_key, owner)
         stored, created = await rt.store.acreate(t, key)
+        stored = service.created(stored, owner)
         if created:
             metrics.TICKET_EVENTS.labels(t.pool, "created").inc()
         return JSONResponse(ticket_out(stored), status_code=201 if created else 200)
 
     @app.post("/v1/tickets/batch", tags=["tickets"], response_model=BatchOut,
               summary="Queue up to 100 tickets in one request (validated as a whole, created one by one).")
-    async def create_tickets(body: BatchIn, x_mgmatch_ab_key: str | None = Header(default=None)):
+    async def create_tickets(request: Request, body: BatchIn, x_mgmatch_ab_key: str | None = Header(default=None)):
+        owner = _owner(request)
         prepared = []
         for k, item in enumerate(body.tickets):
             try:
-                prepared.append(prepare_ticket(rt, item, x_mgmatch_ab_key, None))
+                prepared.append(service.prepare_ticket(rt, item, x_mgmatch_ab_key, None, owner))
             except InvalidInput as err:
                 raise InvalidInput(join(f"tickets[{k}]", [err.field]) if err.field else f"tickets[{k}]",
                                    err.message) from None
@@ -292,24 +209,31 @@ def create_app(rt: Runtime) -> FastAPI:
                 out.append({"error": {"field": "players", "message": str(res)}})
                 continue
             stored, created = res
+            if owner is not None and stored.owner != owner:
+                out.append({"error": {"field": "idempotency_key", "message": "already used by another client"}})
+                continue
             if created:
                 metrics.TICKET_EVENTS.labels(t.pool, "created").inc()
             out.append(ticket_out(stored))
         return JSONResponse({"tickets": out})
 
     @app.get("/v1/tickets/{ticket_id}", tags=["tickets"], response_model=TicketOut, summary="A ticket's status.")
-    async def get_ticket(ticket_id: str):
-        t = await rt.store.aget(ticket_id)
-        if t is None:
-            return _err(404, "ticket_id", f"no ticket {ticket_id!r}")
-        return JSONResponse(ticket_out(t))
+    async def get_ticket(request: Request, ticket_id: str):
+        t = await rt.store.aget(service.lookup_id(ticket_id))
+        return JSONResponse(ticket_out(service.owned(t, ticket_id, _owner(request))))
 
     @app.delete("/v1/tickets/{ticket_id}", tags=["tickets"], response_model=TicketOut,
                 summary="Cancel a queued or proposed ticket.")
-    async def cancel_ticket(ticket_id: str):
-        t = await rt.store.acancel(ticket_id)
-        if t is None:
-            return _err(404, "ticket_id", f"no ticket {ticket_id!r}")
+    async def cancel_ticket(request: Request, ticket_id: str):
+        owner = _owner(request)
+        service.lookup_id(ticket_id)
+        if owner is not None:  # another client's ticket is "not found", and stays as it is
+            service.owned(await rt.store.aget(ticket_id), ticket_id, owner)
+        try:
+            t = await rt.store.acancel(ticket_id)
+        except Conflict as err:
+            return _answer(err, rt)
+        t = service.owned(t, ticket_id, owner)
         metrics.TICKET_EVENTS.labels(t.pool, "cancelled").inc()
         return JSONResponse(ticket_out(t))
 

@@ -2,13 +2,17 @@
 
 Service ``mgmatch.v1.Matchmaker`` (``app/rpc/matchmaker.proto``): Solve, CreateTicket, GetTicket,
 CancelTicket. A request is turned into the same JSON object the HTTP API reads and goes through
-the same validation (:func:`mgmatch.app.api.solve_request`, :func:`~mgmatch.app.api.prepare_ticket`),
-runtime and store, so both front ends answer alike. Errors become status codes with the HTTP
-API's message (which names the field): INVALID_ARGUMENT (HTTP 422), NOT_FOUND (404),
-ALREADY_EXISTS (409, a player already queued), FAILED_PRECONDITION (409, a ticket that can no
-longer be cancelled), UNAUTHENTICATED (401), RESOURCE_EXHAUSTED (429). API keys travel in the
-``x-api-key`` or ``authorization: Bearer`` metadata; request signing is HTTP-only (use API keys,
-and TLS in front, for gRPC). Requires the ``grpc`` extra (grpcio, protobuf).
+the same service logic (:mod:`mgmatch.app.service`: validation, ownership, error mapping), solve
+pool, runtime and store, so both front ends answer alike. Errors become status codes with the
+HTTP API's message (which names the field): INVALID_ARGUMENT (HTTP 422), NOT_FOUND (404, also
+another client's ticket), ALREADY_EXISTS (409, a player already queued), FAILED_PRECONDITION
+(409, a ticket that can no longer be cancelled), UNAUTHENTICATED (401), RESOURCE_EXHAUSTED
+(429), UNAVAILABLE (503: store unreachable or solve pool full; trailing metadata ``retry-after``).
+
+API keys travel in the ``x-api-key`` or ``authorization: Bearer`` metadata. Request signing is
+HTTP-only: with ``MGMATCH_HMAC_SECRET`` and no API keys, every gRPC call is refused
+UNAUTHENTICATED (configure keys for gRPC, and TLS in front). Requires the ``grpc`` extra
+(grpcio, protobuf).
 """
 
 from __future__ import annotations
@@ -24,14 +28,16 @@ from pydantic import ValidationError
 
 from mgmatch.core.errors import InvalidInput, from_pydantic
 
-from . import metrics
-from .api import TicketIn, prepare_ticket, solve_request, ticket_out
-from .config import SOLVE_POOL
+from . import metrics, service
 from .rpc import matchmaker_pb2 as pb
 from .rpc import matchmaker_pb2_grpc as pb_grpc
-from .runtime import Runtime
-from .security import key_client, presented_key, rate_buckets
+from .runtime import Runtime, SolvePoolFull
+from .security import grpc_client, rate_buckets
+from .service import STORE_ERRORS, NotFound, TicketIn, ticket_out
 from .store import Conflict
+
+#: errors the service maps to a status code (anything else is a bug and surfaces as UNKNOWN)
+_KNOWN = (InvalidInput, NotFound, Conflict, SolvePoolFull, *STORE_ERRORS)
 
 
 def _to_dict(msg) -> dict[str, Any]:
@@ -102,21 +108,30 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
 
     # ------------------------------------------------------------------ guard
 
-    def _guard(self, context) -> None:
-        client = context.peer() or "?"
-        if self.keys:
-            md = {k.lower(): v.encode() for k, v in context.invocation_metadata() if isinstance(v, str)}
-            client = key_client(self.keys, presented_key(md.get("x-api-key"), md.get("authorization")))
-            if client is None:
-                metrics.HTTP_REJECTED.labels("unauthorized").inc()
-                context.abort(grpc.StatusCode.UNAUTHENTICATED, "authorization: missing or invalid API key")
+    def _guard(self, context) -> str | None:
+        """Authenticate and rate-limit a call (aborting it when refused); returns the ticket owner."""
+        md = {k.lower(): v.encode() for k, v in context.invocation_metadata() if isinstance(v, str)}
+        who = grpc_client(self.rt.settings, self.keys, md.get("x-api-key"), md.get("authorization"),
+                          context.peer() or "?")
+        if who is None:
+            metrics.HTTP_REJECTED.labels("unauthorized").inc()
+            context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                          "authorization: missing or invalid API key (gRPC takes API keys only)")
+        client, owner = who
         if self.buckets is not None and self.buckets.take(client) > 0:
             metrics.HTTP_REJECTED.labels("rate_limited").inc()
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"rate: limit {self.rt.settings.rate_limit_per_s:g}/s exceeded")
+        return owner
 
-    @staticmethod
-    def _invalid(context, err: InvalidInput):
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+    def _fail(self, context, err: Exception, **conflict) -> None:
+        """Abort the call with the status code and message the service gives ``err``."""
+        f = service.failure(err, self.rt.settings.retry_after_s, **conflict)
+        if f is None:
+            raise err
+        if f.retry_after_s is not None:
+            metrics.HTTP_REJECTED.labels("store_unavailable" if f.field == "store" else "solve_pool_full").inc()
+            context.set_trailing_metadata((("retry-after", str(f.retry_after_s)),))
+        context.abort(grpc.StatusCode[f.grpc_code], f.message)
 
     # ------------------------------------------------------------------ rpcs
 
@@ -130,15 +145,15 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
         if request.HasField("time_limit_ms"):
             obj["time_limit_ms"] = request.time_limit_ms
         try:
-            inst, plan = solve_request(self.rt, obj, request.ab_key if request.HasField("ab_key") else None)
-            sol = self.rt.engine.solve(inst, plan, SOLVE_POOL, start=t0)
-        except InvalidInput as err:
-            self._invalid(context, err)
-        return solution_message(sol.to_json())
+            inst, plan = service.solve_request(self.rt, obj, request.ab_key if request.HasField("ab_key") else None)
+            sol = self.rt.solves.submit(service.solve, self.rt, inst, plan, t0).result()
+        except _KNOWN as err:
+            self._fail(context, err)
+        return solution_message(sol)
 
     @_observed
     def CreateTicket(self, request: pb.CreateTicketRequest, context) -> pb.Ticket:
-        self._guard(context)
+        owner = self._guard(context)
         obj = _to_dict(request)
         obj["players"] = _players(obj.get("players", []))
         ab_key = obj.pop("ab_key", None)
@@ -147,33 +162,34 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
                 body = TicketIn.model_validate(obj)
             except ValidationError as err:
                 raise from_pydantic(err) from None
-            t, key = prepare_ticket(self.rt, body, ab_key, None)
+            t, key = service.prepare_ticket(self.rt, body, ab_key, None, owner)
             stored, created = self.rt.store.create(t, key)
-        except InvalidInput as err:
-            self._invalid(context, err)
-        except Conflict as err:
-            context.abort(grpc.StatusCode.ALREADY_EXISTS, f"players: {err}")
+            stored = service.created(stored, owner)
+        except _KNOWN as err:
+            self._fail(context, err, conflict_code="ALREADY_EXISTS", conflict_field="players")
         if created:
             metrics.TICKET_EVENTS.labels(t.pool, "created").inc()
         return ticket_message(ticket_out(stored))
 
     @_observed
     def GetTicket(self, request: pb.TicketRef, context) -> pb.Ticket:
-        self._guard(context)
-        t = self.rt.store.get(request.id)
-        if t is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"id: no ticket {request.id!r}")
+        owner = self._guard(context)
+        try:
+            t = service.owned(self.rt.store.get(service.lookup_id(request.id, "id")), request.id, owner, "id")
+        except _KNOWN as err:
+            self._fail(context, err)
         return ticket_message(ticket_out(t))
 
     @_observed
     def CancelTicket(self, request: pb.TicketRef, context) -> pb.Ticket:
-        self._guard(context)
+        owner = self._guard(context)
         try:
-            t = self.rt.store.cancel(request.id)
-        except Conflict as err:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"status: {err}")
-        if t is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"id: no ticket {request.id!r}")
+            service.lookup_id(request.id, "id")
+            if owner is not None:  # another client's ticket is "not found", and stays as it is
+                service.owned(self.rt.store.get(request.id), request.id, owner, "id")
+            t = service.owned(self.rt.store.cancel(request.id), request.id, owner, "id")
+        except _KNOWN as err:
+            self._fail(context, err)
         metrics.TICKET_EVENTS.labels(t.pool, "cancelled").inc()
         return ticket_message(ticket_out(t))
 

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import gc
 import logging
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from typing import Any
 
 from mgmatch.core.errors import InvalidInput
 
@@ -20,6 +25,91 @@ from .store import Store, make_store
 log = logging.getLogger("mgmatch.runtime")
 
 
+class SolvePoolFull(Exception):
+    """Every solve thread is busy and the queue is full (HTTP 503 with Retry-After, gRPC UNAVAILABLE)."""
+
+
+class SolvePool:
+    """The threads that run synchronous solves (/v1/solve, gRPC Solve): ``threads`` run, ``queue`` wait.
+
+    A solve beyond ``threads + queue`` is refused at once with :class:`SolvePoolFull` rather than
+    queued without bound. Being its own executor, it never takes a thread from anyio's default pool,
+    which ``/readyz`` and the store calls use: however many solves are in flight, the replica stays
+    ready.
+    """
+
+    def __init__(self, threads: int, queue: int):
+        self.threads, self.capacity = threads, threads + queue
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="solve")
+        self._lock = threading.Lock()
+        self._admitted = 0
+
+    @property
+    def in_flight(self) -> int:
+        """Solves running or waiting now."""
+        return self._admitted
+
+    def submit(self, fn: Callable[..., Any], *args) -> Future:
+        """Run ``fn(*args)`` on a solve thread; raises :class:`SolvePoolFull` when none may wait."""
+        with self._lock:
+            if self._admitted >= self.capacity:
+                raise SolvePoolFull(f"{self._admitted} solves in flight ({self.threads} running, the rest queued)")
+            self._admitted += 1
+        try:
+            fut = self._pool.submit(fn, *args)
+        except BaseException:
+            self._release()
+            raise
+        fut.add_done_callback(lambda _: self._release())
+        return fut
+
+    def _release(self) -> None:
+        with self._lock:
+            self._admitted -= 1
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class StoreProbe:
+    """The store's ping on its own thread, one at a time, answered within a bounded time.
+
+    A ping that hangs (Redis unreachable: connect and socket timeouts of seconds) keeps its thread,
+    but every caller gets its answer after ``timeout_s`` at most: not ready. Callers arriving while
+    a ping is in flight share it instead of queueing more.
+    """
+
+    def __init__(self, ping: Callable[[], bool], timeout_s: float):
+        self.ping, self.timeout_s = ping, timeout_s
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-probe")
+        self._lock = threading.Lock()
+        self._inflight: Future | None = None
+
+    def start(self) -> Future:
+        """The ping in flight, or a new one."""
+        with self._lock:
+            if self._inflight is None or self._inflight.done():
+                self._inflight = self._pool.submit(self._safe_ping)
+            return self._inflight
+
+    def _safe_ping(self) -> bool:
+        try:
+            return bool(self.ping())
+        except Exception as err:  # an unreachable store is "not ready", never an error of /readyz
+            log.debug("store ping failed: %s", err)
+            return False
+
+    def check(self) -> bool:
+        """Blocking: the store answered a ping within the timeout."""
+        try:
+            return bool(self.start().result(timeout=self.timeout_s))
+        except (FutureTimeout, CancelledError):
+            return False
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
 @dataclass
 class Runtime:
     settings: Settings
@@ -31,6 +121,14 @@ class Runtime:
     predictors: Predictors | None
     matchmakers: list[Matchmaker] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
+    solves: SolvePool | None = None
+    probe: StoreProbe | None = None
+
+    def __post_init__(self) -> None:
+        if self.solves is None:
+            self.solves = SolvePool(self.settings.solve_threads, self.settings.solve_queue)
+        if self.probe is None:
+            self.probe = StoreProbe(self.store.ping, self.settings.readyz_timeout_s)
 
     @property
     def pools(self):
@@ -119,9 +217,13 @@ class Runtime:
             mm.stop()
         if isinstance(self.predictors, Predictors):
             self.predictors.stop()
+        self.solves.shutdown()
+        self.probe.shutdown()
 
-    def readiness(self) -> tuple[bool, dict]:
-        checks: dict[str, object] = {"store": self.store.ping()}
+    def readiness(self, store_ok: bool | None = None) -> tuple[bool, dict]:
+        """Whether this process should take traffic, and why: the store answers a ping within
+        ``readyz_timeout_s`` (or ``store_ok``, when the caller probed it), the embedded matchmakers run."""
+        checks: dict[str, object] = {"store": self.probe.check() if store_ok is None else store_ok}
         if self.settings.embedded_workers:
             checks["matchmakers"] = all(m.alive for m in self.matchmakers) and bool(self.matchmakers)
         return all(bool(v) for v in checks.values()), checks

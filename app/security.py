@@ -1,4 +1,5 @@
-"""Request guard (pure ASGI, cheap): body size limit, API keys or HMAC signatures, rate limits, HTTP metrics.
+"""Request guard (pure ASGI, cheap): body size and depth limits, API keys or HMAC signatures, rate limits,
+HTTP metrics.
 
 Authentication, when configured (``MGMATCH_API_KEYS`` and/or ``MGMATCH_HMAC_SECRET``), applies to
 ``/v1/*``; a request passes with a known key in ``X-API-Key`` (or ``Authorization: Bearer``) or
@@ -6,9 +7,21 @@ with a valid signature::
 
     X-MGMatch-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<METHOD>.<path>.<body>")>
 
-within ``MGMATCH_HMAC_MAX_SKEW_S`` of the server clock. Rate limits are token buckets per client
-(API key, else the peer address). Refusals are JSON ``{"error": {"field", "message"}}`` with 401,
-413 or 429, counted in ``mgmatch_http_rejected_total``.
+within ``MGMATCH_HMAC_MAX_SKEW_S`` of the server clock; a header that does not parse is a
+refusal like a wrong signature. The guard puts the client identity on the ASGI scope
+(``OWNER_SCOPE_KEY``): ``key:<16 hex>`` for an API key, ``hmac`` for a signed request, None
+without authentication; tickets belong to it (:mod:`mgmatch.app.service`). Rate limits are
+token buckets per client (API key, else the peer address).
+
+Every ``/v1/*`` body is read (at most ``MGMATCH_MAX_BODY_BYTES``) and its JSON nesting measured
+on the raw bytes before any parser sees it (at most :data:`~mgmatch.core.limits.MAX_JSON_DEPTH`).
+Refusals are JSON ``{"error": {"field", "message"}}`` with 400 (``body`` too deep), 401, 413 or
+429, counted in ``mgmatch_http_rejected_total``. Requests are counted in
+``mgmatch_http_requests_total`` under the matched route's template (``/v1/tickets/{ticket_id}``)
+or ``other``, never the raw path, so random paths add no series.
+
+gRPC carries API keys only: with ``MGMATCH_HMAC_SECRET`` and no ``MGMATCH_API_KEYS`` every gRPC
+call is refused UNAUTHENTICATED (:func:`grpc_client`), so gRPC is never more open than HTTP.
 """
 
 from __future__ import annotations
@@ -16,13 +29,24 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import threading
 import time
+
+from starlette.routing import Match
+
+from mgmatch.core.limits import MAX_JSON_DEPTH, json_depth_exceeds
 
 from . import metrics
 from .settings import Settings
 
 OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/docs", "/redoc", "/openapi.json")
+#: where the guard leaves the client identity that owns tickets (None without authentication)
+OWNER_SCOPE_KEY = "mgmatch.owner"
+#: the identity of every HMAC-signed request (one shared secret, one client)
+HMAC_CLIENT = "hmac"
+_TS = re.compile(r"[0-9]{1,15}")
+_MAC = re.compile(r"[0-9a-fA-F]{64}")
 
 
 def sign(secret: str, method: str, path: str, body: bytes, t: float | None = None) -> str:
@@ -32,17 +56,35 @@ def sign(secret: str, method: str, path: str, body: bytes, t: float | None = Non
     return f"t={ts},v1={mac}"
 
 
+def parse_signature(header: str) -> tuple[int, str] | None:
+    """``(t, v1)`` of an ``X-MGMatch-Signature`` value, or None when it does not parse.
+
+    Strict: ``t`` is 1–15 ASCII digits, ``v1`` 64 hex digits; any other shape (missing parts,
+    a 400-digit timestamp, non-ASCII) is None, never an exception.
+    """
+    parts: dict[str, str] = {}
+    for item in header.split(",", 8):
+        key, sep, value = item.strip().partition("=")
+        if not sep:
+            return None
+        parts[key] = value
+    ts, mac = parts.get("t", ""), parts.get("v1", "")
+    if not (ts.isascii() and _TS.fullmatch(ts) and mac.isascii() and _MAC.fullmatch(mac)):
+        return None
+    return int(ts), mac.lower()
+
+
 def verify(secret: str, header: str, method: str, path: str, body: bytes, max_skew_s: float) -> bool:
-    try:
-        parts = dict(p.split("=", 1) for p in header.split(","))
-        ts = int(parts["t"])
-        given = parts["v1"]
-    except (KeyError, ValueError):
+    """Whether ``header`` signs this request within the clock skew; False for any malformed header."""
+    parsed = parse_signature(header)
+    if parsed is None:
         return False
+    ts, given = parsed
     if abs(time.time() - ts) > max_skew_s:
         return False
-    want = hmac.new(secret.encode(), f"{ts}.{method.upper()}.{path}.".encode() + body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(want, given)
+    msg = f"{ts}.{method.upper()}.{path}.".encode("utf-8", "surrogateescape") + body
+    want = hmac.new(secret.encode(), msg, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(want.encode(), given.encode())
 
 
 class TokenBuckets:
@@ -84,6 +126,23 @@ def key_client(keys: set[bytes], key: bytes | None) -> str | None:
     return None
 
 
+def grpc_client(settings: Settings, keys: set[bytes], x_api_key: bytes | None,
+                authorization: bytes | None, peer: str) -> tuple[str, str | None] | None:
+    """A gRPC call's ``(rate-limit client, ticket owner)``, or None when it must be refused.
+
+    gRPC authenticates with API keys only. Keys configured: a known key is required (owner
+    ``key:<16 hex>``). Only an HMAC secret configured: every call is refused, since gRPC cannot
+    carry HTTP's request signature and must not be more open than HTTP. Nothing configured:
+    anyone, no owner.
+    """
+    if keys:
+        client = key_client(keys, presented_key(x_api_key, authorization))
+        return None if client is None else (client, client)
+    if settings.hmac_secret:
+        return None
+    return peer, None
+
+
 def rate_buckets(settings: Settings) -> TokenBuckets | None:
     """The per-client token buckets of the settings' rate limit; None when there is none."""
     if settings.rate_limit_per_s <= 0:
@@ -105,6 +164,18 @@ class Guard:
         self.s = settings
         self.keys = {k.encode() for k in settings.api_keys}
         self.buckets = rate_buckets(settings)
+        self.routes = list(getattr(app, "routes", []))
+
+    def route_label(self, scope) -> str:
+        """The metrics label of a request: its route's template, or ``other`` (never the raw path)."""
+        route = scope.get("route")
+        if route is not None and isinstance(getattr(route, "path", None), str):
+            return route.path
+        for r in self.routes:
+            match, _ = r.matches(scope)
+            if match != Match.NONE and isinstance(getattr(r, "path", None), str):
+                return r.path
+        return "other"
 
     async def _send_error(self, send, status, headers, body):
         await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -145,11 +216,12 @@ class Guard:
                 if not msg.get("more_body", False):
                     break
             body = b"".join(chunks)
-            client = self._authenticate(headers, scope, body)
-            if client is None:
+            who = self._authenticate(headers, scope, body)
+            if who is None:
                 metrics.HTTP_REJECTED.labels("unauthorized").inc()
                 return await self._send_error(send_wrapper, *_json(401, "authorization",
                                                                    "missing or invalid API key / request signature"))
+            client, scope[OWNER_SCOPE_KEY] = who
             if self.buckets is not None:
                 wait = self.buckets.take(client)
                 if wait > 0:
@@ -157,6 +229,10 @@ class Guard:
                     return await self._send_error(send_wrapper, *_json(
                         429, "rate", f"rate limit {self.s.rate_limit_per_s:g}/s exceeded",
                         [(b"retry-after", str(max(1, int(wait + 0.999))).encode())]))
+            if json_depth_exceeds(body, MAX_JSON_DEPTH):
+                metrics.HTTP_REJECTED.labels("body_too_deep").inc()
+                return await self._send_error(send_wrapper, *_json(
+                    400, "body", f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels"))
             sent = False
 
             async def replay():
@@ -168,26 +244,27 @@ class Guard:
 
             return await self.app(scope, replay, send_wrapper)
         finally:
-            route = scope.get("route")
-            label = getattr(route, "path", None) or ("other" if path.startswith("/v1/") else path)
-            if len(label) > 64:
-                label = "other"
+            label = self.route_label(scope)
             metrics.HTTP_REQUESTS.labels(label, str(state["code"])).inc()
             metrics.HTTP_SECONDS.labels(label).observe(time.perf_counter() - t0)
 
-    def _authenticate(self, headers: dict, scope, body: bytes) -> str | None:
-        """The client identity when the request may pass, else None."""
+    def _authenticate(self, headers: dict, scope, body: bytes) -> tuple[str, str | None] | None:
+        """``(rate-limit client, ticket owner)`` when the request may pass, else None.
+
+        API key: both are ``key:<16 hex>``. Signed: the peer address and ``hmac``. No authentication
+        configured: the peer address and no owner.
+        """
         peer = scope.get("client")
         anon = f"ip:{peer[0]}" if peer else "ip:?"
         if not self.keys and not self.s.hmac_secret:
-            return anon
+            return anon, None
         client = key_client(self.keys, presented_key(headers.get(b"x-api-key"), headers.get(b"authorization")))
         if client is not None:
-            return client
+            return client, client
         sig = headers.get(b"x-mgmatch-signature")
         if sig is not None and self.s.hmac_secret:
             raw_path = scope.get("raw_path") or scope["path"].encode()
             if verify(self.s.hmac_secret, sig.decode("latin-1"), scope["method"], raw_path.decode("latin-1"), body,
                       self.s.hmac_max_skew_s):
-                return anon
+                return anon, HMAC_CLIENT
         return None

@@ -40,6 +40,16 @@ class Settings(BaseSettings):
     rate_limit_burst: float = Field(default=200.0, ge=1)
     grpc_port: int = Field(default=0, ge=0, le=65535,
                            description="Port of the optional gRPC API beside HTTP (0 = off; needs the grpc extra).")
+    solve_threads: int = Field(default=8, ge=1, le=256,
+                               description="Threads that run /v1/solve (and gRPC Solve) requests; their own pool, so "
+                                           "solves never take the threads /readyz and the store calls use.")
+    solve_queue: int = Field(default=64, ge=0, le=100_000,
+                             description="Solves that may wait for a solve thread; beyond threads + queue a solve is "
+                                         "answered 503 with Retry-After (gRPC UNAVAILABLE).")
+    readyz_timeout_s: float = Field(default=1.0, gt=0, le=30,
+                                    description="/readyz answers not ready when the store's ping takes longer.")
+    retry_after_s: int = Field(default=1, ge=1, le=3600,
+                               description="Retry-After of a 503 (store unreachable, solve pool full).")
     # --- workers
     metrics_port: int = Field(default=9100, ge=0, le=65535, description="Prometheus port of a worker process (0 = none).")
     worker_id: str | None = Field(default=None, description="Consumer name in the stream groups (default host-pid).")

@@ -202,17 +202,23 @@ def test_api_keys_hmac_body_and_rate_limits(tmp_path, live):
         ok = c.post("/v1/tickets", content=body, headers={"content-type": "application/json", "x-api-key": "k2"})
         assert ok.status_code == 201, ok.text
         tid = ok.json()["id"]
-        # HMAC: signed GET passes, a tampered path does not
-        assert c.get(f"/v1/tickets/{tid}", headers={"x-mgmatch-signature": sign("s3cret", "GET", f"/v1/tickets/{tid}", b"")}).status_code == 200
+        # HMAC: a signed request passes, as the one "hmac" client: it sees its own tickets, not key k2's
+        signed_body = json.dumps({"pool": "small", "players": [{"id": "h2", "features": features(2)}]}).encode()
+        mine = c.post("/v1/tickets", content=signed_body, headers={
+            "content-type": "application/json", "x-mgmatch-signature": sign("s3cret", "POST", "/v1/tickets", signed_body)})
+        assert mine.status_code == 201, mine.text
+        hid = mine.json()["id"]
+        assert c.get(f"/v1/tickets/{hid}", headers={"x-mgmatch-signature": sign("s3cret", "GET", f"/v1/tickets/{hid}", b"")}).status_code == 200
+        assert c.get(f"/v1/tickets/{tid}", headers={"x-mgmatch-signature": sign("s3cret", "GET", f"/v1/tickets/{tid}", b"")}).status_code == 404
         bad = sign("s3cret", "GET", "/v1/tickets/other", b"")
-        assert c.get(f"/v1/tickets/{tid}", headers={"x-mgmatch-signature": bad}).status_code == 401
-        stale = sign("s3cret", "GET", f"/v1/tickets/{tid}", b"", t=time.time() - 3600)
-        assert c.get(f"/v1/tickets/{tid}", headers={"x-mgmatch-signature": stale}).status_code == 401
+        assert c.get(f"/v1/tickets/{hid}", headers={"x-mgmatch-signature": bad}).status_code == 401
+        stale = sign("s3cret", "GET", f"/v1/tickets/{hid}", b"", t=time.time() - 3600)
+        assert c.get(f"/v1/tickets/{hid}", headers={"x-mgmatch-signature": stale}).status_code == 401
         big = c.post("/v1/tickets", content=b"x" * 5000, headers={"x-api-key": "k1"})
         assert big.status_code == 413 and big.json()["error"]["field"] == "body"
-        codes = [c.get(f"/v1/tickets/{tid}", headers={"x-api-key": "k1"}).status_code for _ in range(6)]
+        codes = [c.get(f"/v1/tickets/{tid}", headers={"x-api-key": "k2"}).status_code for _ in range(6)]
         assert codes[:2] == [200, 200] and 429 in codes
-        limited = c.get(f"/v1/tickets/{tid}", headers={"x-api-key": "k1"})
+        limited = c.get(f"/v1/tickets/{tid}", headers={"x-api-key": "k2"})
         assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
 
 
