@@ -1,0 +1,75 @@
+"""What a chaos run checks in the tickets it read back: double booking, match consistency, waits.
+
+Pure functions over ticket views (the JSON of ``GET /v1/tickets/{id}``), shared by ``mgmatch bench
+chaos`` and its test (:mod:`mgmatch.app.chaos` runs the processes and collects the views).
+
+A match is consistent when every ticket that reports it reports the same teams, each ticket's
+players sit in the team it names, and the match has the pool's team sizes. A player is double
+booked when their id appears in two different matches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class MatchCheck:
+    """The outcome of :func:`check_matches`."""
+
+    matches: int = 0
+    matched_players: int = 0
+    double_booked: list[str] = field(default_factory=list)      # player ids in two or more matches
+    inconsistent: list[str] = field(default_factory=list)       # ticket ids whose match disagrees with another's
+    malformed: list[str] = field(default_factory=list)          # match ids with the wrong team sizes
+
+    @property
+    def ok(self) -> bool:
+        return not (self.double_booked or self.inconsistent or self.malformed)
+
+
+def check_matches(views: list[dict], sizes: tuple[int, ...]) -> MatchCheck:
+    """Check matched ticket views (each with ``id``, ``players`` and ``match``) against each other.
+
+    Args:
+        views: ticket views whose status is ``matched``; others are ignored.
+        sizes: the pool's team sizes (e.g. ``(3, 3)``).
+
+    Returns:
+        Counts and the offending ids.
+    """
+    out = MatchCheck()
+    teams_of: dict[str, list[list[str]]] = {}
+    for v in views:
+        m = v.get("match") if v.get("status") == "matched" else None
+        if not m:
+            continue
+        mid, teams, team = m.get("match_id"), m.get("teams"), m.get("team")
+        if not isinstance(teams, list) or not isinstance(team, int) or not 0 <= team < len(teams):
+            out.inconsistent.append(v["id"])
+            continue
+        first = teams_of.setdefault(mid, teams)
+        if first != teams or not set(v.get("players", [])) <= set(teams[team]):
+            out.inconsistent.append(v["id"])
+    seen: dict[str, str] = {}
+    booked: set[str] = set()
+    for mid, teams in teams_of.items():
+        if tuple(len(t) for t in teams) != tuple(sizes):
+            out.malformed.append(mid)
+        for pid in (p for t in teams for p in t):
+            if pid in seen and seen[pid] != mid:
+                booked.add(pid)
+            seen[pid] = mid
+    out.matches = len(teams_of)
+    out.matched_players = len(seen)
+    out.double_booked = sorted(booked)
+    return out
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0–100) rounded to 3 decimals; None for no values."""
+    if not values:
+        return None
+    return round(float(np.percentile(np.asarray(values, dtype=np.float64), q)), 3)

@@ -1,0 +1,114 @@
+"""``mgmatch bench chaos``: the production topology under worker kills, a Redis restart and a FLUSHALL.
+
+Starts its own ``redis-server`` (loopback, append-only file with ``appendfsync always``, so what
+Redis acknowledged survives its SIGKILL), the API, a matchmaker and ``--solvers`` solver workers
+as processes; ingests ``--tickets`` tickets over HTTP while killing workers and Redis; then
+reports accepted, matched, lost, double-booked, 5xx, players matched per second and the wait
+p50/p99 (see :mod:`mgmatch.app.chaos`). Every process it started is stopped at the end, also on
+Ctrl-C. Exit 0 when nothing was lost or double-booked and no 5xx other than 503 was seen, else 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mgmatch.app.cli import bench_app, fail
+
+ROWS = [
+    ("accepted", "accepted"), ("accepted before / after FLUSHALL", None), ("matched (tickets)", "matched"),
+    ("matched players", "matched_players"), ("lost", "lost"), ("leftover (< one match)", "leftover"),
+    ("flushed tickets not reading 404", "flushed_not_404"), ("double-booked players", "double_booked"),
+    ("inconsistent tickets / malformed matches", None), ("HTTP 5xx other than 503", "http_5xx_non_503"),
+    ("HTTP 503", "http_503"), ("dropped connections", "transport_errors"),
+    ("players matched per second", "players_per_s"), ("wait p50 (s)", "wait_p50_s"), ("wait p99 (s)", "wait_p99_s"),
+    ("ingest tickets/s (offered)", None), ("elapsed (s)", "elapsed_s"),
+]
+
+
+def markdown(r: dict) -> str:
+    """The report as a Markdown table, then the chaos events and the processes' error counts."""
+    special = {
+        "accepted before / after FLUSHALL": f"{r['accepted_before_flush']} / {r['accepted_after_flush']}",
+        "inconsistent tickets / malformed matches": f"{r['inconsistent_tickets']} / {r['malformed_matches']}",
+        "ingest tickets/s (offered)": f"{r['ingest_rate']} ({r['rate_offered']:g})",
+    }
+    lines = [f"cpu_count={os.cpu_count()} pool={r['pool']} tickets={r['tickets']} solvers={r['solvers']} "
+             f"kills={r['kills']} seed={r['seed']}", "", "| metric | value |", "|---|---|"]
+    for label, key in ROWS:
+        value = special[label] if key is None else r.get(key)
+        lines.append(f"| {label} | {'—' if value is None else value} |")
+    lines.append("")
+    if r["lost"]:
+        lines.append(f"lost by status: {r['lost_by_status']} (e.g. {', '.join(r['lost_sample'])})")
+    lines.append(f"wait measured from: {r['wait_source']}; HTTP codes: {r['http_codes']}")
+    lines.append("events: " + "; ".join(f"{e['t']}s {e['what']}" for e in r["events"]))
+    for name, p in r.get("processes", {}).items():
+        if p["tracebacks"] or p["error_lines"] or not p["running"]:
+            last = f" last: {p['last_errors'][-1]}" if p["last_errors"] else ""
+            lines.append(f"{name}: started {p['starts']}×, running={p['running']}, {p['tracebacks']} tracebacks, "
+                         f"{p['error_lines']} ERROR lines.{last}")
+    return "\n".join(lines) + "\n"
+
+
+def passed(r: dict) -> bool:
+    """Nothing lost, nobody double-booked, every match consistent, no 5xx but 503, flushed tickets gone."""
+    return (r["accepted"] > 0 and r["lost"] == 0 and r["double_booked"] == 0 and r["inconsistent_tickets"] == 0
+            and r["malformed_matches"] == 0 and r["http_5xx_non_503"] == 0 and not r["flushed_not_404"])
+
+
+@bench_app.command("chaos", help="Kill workers and Redis, FLUSHALL, while ingesting tickets over HTTP: lost, "
+                                 "double-booked, 5xx, players matched per second, wait p50/p99.")
+def bench_chaos_cmd(
+    tickets: Annotated[int, typer.Option(help="Tickets to ingest.")] = 2000,
+    pool: Annotated[str, typer.Option(help="Built-in pool (3v3, 12v12); players come from its preset world.")] = "3v3",
+    solvers: Annotated[int, typer.Option(help="Solver worker processes.")] = 2,
+    kills: Annotated[int, typer.Option(help="SIGKILLs of a solver or the matchmaker (each restarted).")] = 3,
+    rate: Annotated[float, typer.Option(help="Offered ingest rate (tickets/s).")] = 150.0,
+    seed: Annotated[int, typer.Option(help="Seed of the generated players.")] = 0,
+    redis_restart: Annotated[bool, typer.Option("--redis-restart/--no-redis-restart",
+                                                help="SIGKILL Redis once and start it again.")] = True,
+    flush: Annotated[bool, typer.Option("--flush/--no-flush", help="FLUSHALL at 60% of the ingest.")] = True,
+    redis_down_s: Annotated[float, typer.Option(help="Seconds Redis stays down when restarted.")] = 2.0,
+    min_idle_ms: Annotated[int, typer.Option(help="Solvers take over a dead solver's job after this (ms).")] = 2000,
+    stall_s: Annotated[float, typer.Option(help="Stop waiting for matches after this long without progress.")] = 60.0,
+    max_s: Annotated[float, typer.Option(help="Upper bound on the whole run (s), start-up excluded.")] = 1800.0,
+    json_file: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
+    logs: Annotated[Path | None, typer.Option(help="Copy the processes' logs into this directory.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print chaos events on stderr as they happen.")] = False,
+) -> None:
+    from mgmatch.app.chaos import ChaosError, ChaosPlan, run_chaos
+    from mgmatch.core.errors import InvalidInput
+
+    plan = ChaosPlan(tickets=tickets, pool=pool, solvers=solvers, kills=kills, rate=rate, seed=seed,
+                     restart_redis=redis_restart, flush=flush, redis_down_s=redis_down_s, min_idle_ms=min_idle_ms,
+                     stall_s=stall_s, max_s=max_s, logs_to=logs)
+    try:
+        plan.validate()
+    except InvalidInput as err:
+        fail(f"--{err.field.replace('_', '-')}: {err.message}")
+    if json_file is not None and not json_file.parent.is_dir():
+        fail(f"--json: no directory {json_file.parent}")
+    say = (lambda m: sys.stderr.write(f"chaos: {m}\n")) if verbose else None
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM cleans up like Ctrl-C
+    try:
+        report = run_chaos(plan, say)
+    except ChaosError as err:
+        sys.stderr.write(f"mgmatch: bench chaos: {str(err).splitlines()[0]}\n")
+        raise typer.Exit(1) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if json_file is not None:
+        try:
+            json_file.write_text(json.dumps(report, indent=1, allow_nan=False))
+        except OSError as err:
+            fail(f"--json: cannot write {json_file}: {err.strerror}")
+    sys.stdout.write(markdown(report))
+    if not passed(report):
+        raise typer.Exit(1)

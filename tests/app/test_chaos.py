@@ -1,0 +1,84 @@
+"""The production topology under fire: API, matchmaker and 2 solvers as processes, a real redis-server
+with an fsync-always AOF, ≥ 2,000 tickets over HTTP, solvers and the matchmaker SIGKILLed, Redis
+SIGKILLed and restarted, then FLUSHALL. The run is :func:`mgmatch.app.chaos.run_chaos`, the same
+code as ``mgmatch bench chaos``; it starts its own redis-server (no shared Redis needed)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from chaos_helpers import REDIS_SERVER, describe  # noqa: E402
+
+from mgmatch.app.chaos import ChaosPlan, make_tickets, run_chaos, schedule  # noqa: E402
+from mgmatch.app.chaos_checks import check_matches  # noqa: E402
+from mgmatch.core.presets import load_model  # noqa: E402
+
+
+def _view(tid: str, players: list[str], mid: str, teams: list[list[str]], team: int) -> dict:
+    return {"id": tid, "status": "matched", "players": players,
+            "match": {"match_id": mid, "teams": teams, "team": team}}
+
+
+def test_match_check_finds_double_booking_inconsistent_teams_and_wrong_sizes():
+    a = [["p1", "p2", "p3"], ["p4", "p5", "p6"]]
+    b = [["p1", "p7", "p8"], ["p9", "p10", "p11"]]  # p1 again: double booked
+    views = [_view("t1", ["p1"], "m1", a, 0), _view("t2", ["p4"], "m1", a, 1), _view("t3", ["p7"], "m2", b, 0)]
+    got = check_matches(views, (3, 3))
+    assert got.double_booked == ["p1"] and got.matches == 2 and not got.inconsistent and not got.malformed
+    wrong_team = [_view("t1", ["p1"], "m1", a, 1)]  # p1 is not in team 1
+    assert check_matches(wrong_team, (3, 3)).inconsistent == ["t1"]
+    other_teams = [_view("t1", ["p1"], "m1", a, 0), _view("t2", ["p4"], "m1", [a[1], a[0]], 0)]
+    assert check_matches(other_teams, (3, 3)).inconsistent == ["t2"]
+    short = [_view("t1", ["p1"], "m1", [["p1", "p2"], ["p4", "p5", "p6"]], 0)]
+    assert check_matches(short, (3, 3)).malformed == ["m1"]
+    assert check_matches(views[:2], (3, 3)).ok
+
+
+def test_chaos_tickets_are_deterministic_fit_the_pool_and_parties_fill_a_team():
+    a, b = make_tickets("3v3", 300, seed=3, party_share=0.1), make_tickets("3v3", 300, seed=3, party_share=0.1)
+    assert a == b and a != make_tickets("3v3", 300, seed=4, party_share=0.1)
+    dim = load_model("3v3").feature_dim
+    sizes = {len(t["players"]) for t in a}
+    assert sizes == {1, 3}
+    ids = [p["id"] for t in a for p in t["players"]]
+    assert len(ids) == len(set(ids))
+    assert all(len(p["features"]) == dim for t in a for p in t["players"])
+
+
+def test_chaos_schedule_kills_solvers_and_the_matchmaker_then_restarts_redis_then_flushes():
+    events = schedule(ChaosPlan(tickets=2000, kills=3, solvers=2))
+    assert [(e.kind, e.target) for e in events] == [("kill", "solver-0"), ("kill", "matchmaker"), ("kill", "solver-1"),
+                                                    ("redis", ""), ("flush", "")]
+    assert events[-1].at == 1200
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(REDIS_SERVER is None, reason="no redis-server binary on PATH")
+def test_kills_redis_restart_and_flushall_lose_nothing_redis_kept_and_book_nobody_twice(tmp_path):
+    plan = ChaosPlan(tickets=2000, pool="3v3", solvers=2, kills=3, rate=80.0, seed=11, redis_down_s=1.5,
+                     restart_after_s=0.5, min_idle_ms=1000, stall_s=20.0, max_s=150.0, accept_timeout_s=30.0,
+                     logs_to=tmp_path / "logs")
+    r = run_chaos(plan)
+    why = describe(r)
+    kinds = [e["what"] for e in r["events"]]
+    # the chaos happened: 3 SIGKILLs (each worker started again), Redis killed and back, the flush
+    assert sum(w.startswith("SIGKILL ") and "redis" not in w for w in kinds) == 3, why
+    assert "SIGKILL redis-server" in kinds and any(w.startswith("FLUSHALL") for w in kinds), why
+    assert r["processes"]["solver-0"]["starts"] == 2 and r["processes"]["matchmaker"]["starts"] == 2, why
+    # every ticket got in (503s are retried), on both sides of the flush
+    assert r["accepted"] == 2000 and r["accepted_before_flush"] > 0 and r["accepted_after_flush"] > 0, why
+    # no 5xx but 503, and the API never dropped a connection
+    assert r["http_5xx_non_503"] == 0, why
+    assert r["transport_errors"] == 0, why
+    # nothing lost that Redis kept: every ticket matched except a remainder smaller than one match
+    assert r["lost"] == 0, why
+    # (a remainder of fewer than 6 players can be left on each side of the flush)
+    assert r["matched"] + r["leftover"] == r["accepted"] and r["leftover"] <= 10, why
+    # the flushed tickets are gone (404), not resurrected half-written
+    assert r["flushed_not_404"] == 0, why
+    # nobody double-booked; every match consistent across its tickets and 3v3-shaped
+    assert r["double_booked"] == 0 and r["inconsistent_tickets"] == 0 and r["malformed_matches"] == 0, why
