@@ -1,4 +1,5 @@
-"""Fixtures for the service tests: a live uvicorn server factory and a Redis URL with a fresh key prefix."""
+"""Fixtures for the service tests: a live uvicorn server factory, a Redis URL with a fresh key prefix, a
+redis-server of the test's own."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from svc_helpers import REDIS_URL, LiveServer  # noqa: E402
+from svc_helpers import REDIS_URL, LiveServer, SpareRedis  # noqa: E402
 
 
 @pytest.fixture
@@ -45,3 +46,14 @@ def redis_url():
     for key in client.scan_iter(f"{prefix}:*", count=1000):
         client.delete(key)
     client.close()
+
+
+@pytest.fixture
+def spare_redis():
+    """A started redis-server of this test's own (stop/start it to simulate an outage; no persistence)."""
+    srv = SpareRedis()
+    if srv.exe is None:
+        pytest.skip("no redis-server binary")
+    srv.start()
+    yield srv
+    srv.stop()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -96,3 +98,34 @@ def shipped_predictor_problem(name: str = "3v3") -> str | None:
     except Exception as err:  # a checkout mid-retraining: encoder and shipped model disagree
         return f"shipped predictor {name!r} does not load here: {err}"
     return None
+
+
+class SpareRedis:
+    """A redis-server of the test's own on a free port, without persistence (a restart loses everything)."""
+
+    def __init__(self):
+        self.exe = shutil.which("redis-server")
+        self.port, self.proc = free_port(), None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        poll(self.pings, timeout=20)
+
+    def pings(self) -> bool:
+        import redis
+
+        try:
+            return bool(redis.Redis.from_url(self.url, socket_connect_timeout=0.5).ping())
+        except redis.RedisError:
+            return False
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(20)
+            self.proc = None

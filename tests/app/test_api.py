@@ -6,8 +6,10 @@ import json
 import re
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -239,3 +241,59 @@ def test_batch_ingest_creates_in_order_and_reports_per_ticket_conflicts(tmp_path
         assert c.get("/v1/tickets/batch").status_code == 404
         too_many = c.post("/v1/tickets/batch", json={"tickets": [one(f"m{i}", i) for i in range(101)]})
         assert too_many.status_code == 422 and too_many.json()["error"]["field"] == "tickets"
+
+
+# --------------------------------------------------------------------------- resilience: store down, solves busy
+
+
+def _is_503_store(r) -> None:
+    assert r.status_code == 503, r.text
+    assert r.json()["error"]["field"] == "store" and int(r.headers["retry-after"]) >= 1
+
+
+@pytest.mark.redis
+def test_store_down_is_503_with_retry_after_and_readyz_false_then_recovers(tmp_path, live, spare_redis):
+    rt = _runtime(tmp_path, start=False, store="redis", redis_url=spare_redis.url, key_prefix="down",
+                  embedded_workers=False)
+    srv = live(rt)
+    inst = json.loads((SPEC_EXAMPLES / "instance-3v3-small.json").read_text())
+    with httpx.Client(base_url=srv.url, timeout=5) as c:  # /readyz must answer well within this
+        assert poll(lambda: c.get("/readyz").status_code == 200)
+        tid = _ticket(c, "r0", 0).json()["id"]
+        spare_redis.stop()
+        _is_503_store(_ticket(c, "r1", 1))
+        _is_503_store(c.get(f"/v1/tickets/{tid}"))
+        _is_503_store(c.delete(f"/v1/tickets/{tid}"))
+        _is_503_store(c.post("/v1/tickets/batch", json={"tickets": [
+            {"pool": "small", "players": [{"id": "r2", "features": features(2)}]}]}))
+        ready = c.get("/readyz")
+        assert ready.status_code == 503 and ready.json() == {"ready": False, "checks": {"store": False}}
+        # /v1/solve does not need the store
+        assert c.post("/v1/solve", json={**inst, "engagement_model": "small"}).status_code == 200
+        text = c.get("/metrics").text
+        assert "mgmatch_http_rejected_total{reason=\"store_unavailable\"}" in text
+        assert not re.search(r'mgmatch_http_requests_total\{code="5(?!03)\d\d"', text)
+        spare_redis.start()  # back, empty: what was stored is gone, new tickets work
+        poll(lambda: c.get("/readyz").status_code == 200)
+        assert c.get(f"/v1/tickets/{tid}").status_code == 404
+        assert _ticket(c, "r3", 3).status_code == 201
+
+
+def test_slow_solves_fill_their_own_pool_and_never_starve_readyz(tmp_path, live):
+    # local-search runs to its deadline: each solve holds a solve thread for its whole budget
+    rt = _runtime(tmp_path, start=False, solve_threads=2, solve_queue=2, embedded_workers=False)
+    srv = live(rt)
+    inst = json.loads((SPEC_EXAMPLES / "instance-3v3-small.json").read_text())
+    slow = {**inst, "engagement_model": "small", "method": "local-search", "time_limit_ms": 4000}
+    with ThreadPoolExecutor(4) as ex, httpx.Client(base_url=srv.url, timeout=30) as c:
+        inflight = [ex.submit(lambda: httpx.post(srv.url + "/v1/solve", json=slow, timeout=60)) for _ in range(4)]
+        poll(lambda: rt.solves.in_flight == 4, timeout=10, every=0.01)
+        ready = c.get("/readyz", timeout=2)
+        assert ready.status_code == 200, ready.text
+        assert c.get("/healthz", timeout=2).status_code == 200
+        full = c.post("/v1/solve", json=slow)
+        assert full.status_code == 503 and full.json()["error"]["field"] == "solve", full.text
+        assert int(full.headers["retry-after"]) >= 1
+        assert rt.solves.in_flight == 4 and not any(f.done() for f in inflight)  # /readyz did not wait for them
+        answers = [f.result() for f in inflight]
+    assert all(r.status_code == 200 and r.json()["status"] in ("feasible", "optimal") for r in answers)

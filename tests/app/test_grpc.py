@@ -163,3 +163,28 @@ def test_generated_modules_match_the_proto(tmp_path):
         "import matchmaker_pb2 as", "from . import matchmaker_pb2 as")
     assert (tmp_path / "matchmaker_pb2.py").read_text() == (RPC / "matchmaker_pb2.py").read_text(), "run `make grpc`"
     assert fresh == (RPC / "matchmaker_pb2_grpc.py").read_text(), "run `make grpc`"
+
+
+@pytest.mark.redis
+def test_store_down_is_unavailable_over_grpc_with_retry_after(tmp_path, spare_redis):
+    rt = Runtime.build(Settings(config=service_config(tmp_path), store="redis", redis_url=spare_redis.url,
+                                key_prefix="gdown", embedded_workers=False))
+    server, port = start_grpc(rt, "127.0.0.1", 0)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            stub = pb_grpc.MatchmakerStub(ch)
+            t = stub.CreateTicket(pb.CreateTicketRequest(pool="small", players=[_player("d0", 0)]), timeout=30)
+            spare_redis.stop()
+            for fn, req in ((stub.GetTicket, pb.TicketRef(id=t.id)), (stub.CancelTicket, pb.TicketRef(id=t.id)),
+                            (stub.CreateTicket, pb.CreateTicketRequest(pool="small", players=[_player("d1", 1)]))):
+                with pytest.raises(grpc.RpcError) as info:
+                    fn(req, timeout=30)
+                assert info.value.code() == grpc.StatusCode.UNAVAILABLE, info.value.details()
+                assert info.value.details().startswith("store")
+                assert dict(info.value.trailing_metadata())["retry-after"] == "1"
+            spare_redis.start()
+            assert stub.CreateTicket(pb.CreateTicketRequest(pool="small", players=[_player("d2", 2)]),
+                                     timeout=30).status == "queued"
+    finally:
+        server.stop(grace=None)
+        rt.stop()
