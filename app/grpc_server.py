@@ -24,6 +24,7 @@ from typing import Any
 
 import grpc
 from google.protobuf import json_format
+from google.protobuf.message import DecodeError
 from pydantic import ValidationError
 
 from mgmatch.core.errors import InvalidInput, from_pydantic
@@ -79,8 +80,28 @@ def ticket_message(t: dict[str, Any]) -> pb.Ticket:
     return json_format.ParseDict(obj, pb.Ticket())
 
 
+class _Undecodable:
+    """A request that protobuf could not decode (e.g. a Struct nested past protobuf's recursion limit)."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+def _decoder(message_type):
+    """A request deserializer that hands the RPC an :class:`_Undecodable` instead of raising, so the
+    caller gets INVALID_ARGUMENT (HTTP 400 ``body``) rather than gRPC's INTERNAL."""
+
+    def decode(raw: bytes):
+        try:
+            return message_type.FromString(raw)
+        except DecodeError as err:
+            return _Undecodable(f"cannot decode the request ({err}); nested too deep?")
+
+    return decode
+
+
 def _observed(fn):
-    """Count every call by method and final status code, and time it."""
+    """Count every call by method and final status code, and time it; refuse an undecodable request."""
     name = fn.__name__
 
     @functools.wraps(fn)
@@ -88,6 +109,9 @@ def _observed(fn):
         t0 = time.perf_counter()
         code = "OK"
         try:
+            if isinstance(request, _Undecodable):
+                self._guard(context)
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"body: {request.reason}")
             return fn(self, request, context)
         except Exception:
             code = context.code().name if context.code() is not None else "UNKNOWN"
@@ -194,12 +218,26 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
         return ticket_message(ticket_out(t))
 
 
+def _handlers(svc: MatchmakerService) -> grpc.GenericRpcHandler:
+    """The service's method handlers (as the generated ``add_MatchmakerServicer_to_server`` builds them),
+    with request deserializers that never raise."""
+    desc = pb.DESCRIPTOR.services_by_name["Matchmaker"]
+    methods = {}
+    for m in desc.methods:
+        request_type = getattr(pb, m.input_type.name)
+        response_type = getattr(pb, m.output_type.name)
+        methods[m.name] = grpc.unary_unary_rpc_method_handler(
+            getattr(svc, m.name), request_deserializer=_decoder(request_type),
+            response_serializer=response_type.SerializeToString)
+    return grpc.method_handlers_generic_handler(desc.full_name, methods)
+
+
 def start_grpc(rt: Runtime, host: str, port: int, threads: int = 16) -> tuple[grpc.Server, int]:
     """Start the gRPC server on ``host:port`` (0 = a free port); returns it and the bound port."""
     max_msg = rt.settings.max_body_bytes
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc"),
                          options=[("grpc.max_receive_message_length", max_msg)])
-    pb_grpc.add_MatchmakerServicer_to_server(MatchmakerService(rt), server)
+    server.add_generic_rpc_handlers((_handlers(MatchmakerService(rt)),))
     bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
         raise OSError(f"cannot bind gRPC to {host}:{port}")

@@ -188,3 +188,33 @@ def test_store_down_is_unavailable_over_grpc_with_retry_after(tmp_path, spare_re
     finally:
         server.stop(grace=None)
         rt.stop()
+
+
+def _nested_all(depth: int):
+    when = ["p01", 0]
+    for _ in range(depth - 1):
+        when = {"all": [when]}
+    return when
+
+
+def test_deep_rules_over_grpc_are_invalid_argument_never_internal(tmp_path):
+    from google.protobuf import json_format
+
+    rt = Runtime.build(Settings(config=service_config(tmp_path), embedded_workers=False))
+    server, port = start_grpc(rt, "127.0.0.1", 0)
+    inst = json.loads((SPEC_EXAMPLES / "instance-3v3-small.json").read_text())
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            stub = pb_grpc.MatchmakerStub(ch)
+            for depth, field in ((17, "rules[0].when"), (20, "body")):
+                rule = {"kind": "if", "when": _nested_all(depth),
+                        "then": {"terms": [["p02", 0, 1]], "sense": "<=", "rhs": 1}}
+                players = [{k: v for k, v in p.items() if k in pb.Player.DESCRIPTOR.fields_by_name}
+                           for p in inst["players"]]
+                msg = json_format.ParseDict({**{k: v for k, v in inst.items() if k != "players"}, "players": players,
+                                             "rules": [rule], "engagement_model": "small"}, pb.Instance())
+                code, details = _code(stub.Solve, pb.SolveRequest(instance=msg))
+                assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith(field), (depth, details[:200])
+    finally:
+        server.stop(grace=None)
+        rt.stop()
