@@ -332,3 +332,21 @@ def test_an_unreachable_redis_raises_store_unavailable_everywhere():
                 await call()
 
     asyncio.run(aio())
+
+
+@pytest.mark.redis
+def test_trimmed_or_abandoned_inference_requests_cannot_wedge_the_group(redis_url):
+    """A dead inference worker's pending requests, some trimmed away by MAXLEN ~, are dropped (not
+    pending for ever); a live worker still gets every new request."""
+    url, prefix = redis_url
+    s = RedisStore.from_url(url, prefix=prefix)
+    stream = s.keys.inference_requests()
+    s.request_inference([{"id": f"old{i}"} for i in range(5)])
+    assert len(s.read_inference("dead", 10, block_ms=None)) == 5  # read, then the worker died
+    s.r.xtrim(stream, maxlen=2)  # what approximate trimming may do to pending entries
+    s.request_inference([{"id": "new"}])
+    assert [r["id"] for _, r in s.read_inference("live", 10, block_ms=None)] == ["new"]
+    assert s.r.xpending(stream, "inference")["pending"] == 6
+    assert s.drop_stale_inference("live", min_idle_ms=0) == 6
+    assert s.r.xpending(stream, "inference")["pending"] == 0 and s.r.xlen(stream) == 0
+    s.close()
