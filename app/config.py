@@ -77,6 +77,13 @@ class PoolConfig(_Strict):
     max_candidates: int = Field(default=HARD_MAX_CANDIDATES, ge=2, le=HARD_MAX_CANDIDATES)
     ticket_ttl_s: float = Field(default=300.0, gt=0, le=86_400)
     lease_s: float = Field(default=30.0, gt=0, le=3600, description="A claimed match returns to the queue after this.")
+    scan_window: int | None = Field(default=None, ge=2, le=100_000,
+                                    description="The matchmaker considers only this many longest-waiting tickets per "
+                                                "tick (default 10 × max_candidates, at least 200), so a tick costs the "
+                                                "same whatever the queue's length.")
+    max_inflight_jobs: int = Field(default=4, ge=1, le=1000,
+                                   description="With separate solver workers: claim no more candidates while this "
+                                               "many of the pool's solve jobs wait or run (backpressure).")
     feature_dim: int | None = Field(default=None, ge=1, description="Filled from the engagement model at start-up.")
 
     @field_validator("team_sizes")
@@ -94,6 +101,8 @@ class PoolConfig(_Strict):
             raise ValueError(f"team_sizes needs {self.teams} entries")
         if self.match_size > self.max_candidates:
             raise ValueError(f"max_candidates {self.max_candidates} < players per match {self.match_size}")
+        if self.scan_window is not None and self.scan_window < self.match_size:
+            raise ValueError(f"scan_window {self.scan_window} < players per match {self.match_size}")
         for k, r in enumerate(self.rules):
             if isinstance(r, dict) and r.get("kind") in ("linear", "if", "avoid", "include"):
                 raise ValueError(f"rules[{k}]: kind {r.get('kind')!r} names players; pools take player-free rules only")
@@ -120,6 +129,11 @@ class PoolConfig(_Strict):
     @property
     def max_party(self) -> int:
         return min(self.sizes)
+
+    @property
+    def window(self) -> int:
+        """How many longest-waiting tickets a matchmaker tick reads (see ``scan_window``)."""
+        return self.scan_window if self.scan_window is not None else max(200, 10 * self.max_candidates)
 
 
 class ArmConfig(_Strict):

@@ -11,14 +11,17 @@ it goes on the pool's jobs stream to a solver worker (:mod:`mgmatch.app.workers`
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from mgmatch.core.errors import InvalidInput
-from mgmatch.core.instance import parse_instance
+from pydantic import ValidationError
+
+from mgmatch.core.errors import InvalidInput, from_pydantic
+from mgmatch.core.instance import Player, parse_instance
 from mgmatch.solvers.dispatch import PoolShape, Waiting
 from mgmatch.solvers.relax import RelaxConfig, parse_step, relax
 
@@ -32,9 +35,40 @@ log = logging.getLogger("mgmatch.matchmaker")
 
 
 def waiting_of(t: Ticket) -> Waiting:
-    from mgmatch.core.instance import Player
+    """The dispatch policy's view of a ticket; InvalidInput (naming the player) if a stored player
+    no longer parses."""
+    try:
+        players = tuple(Player.model_validate(p) for p in t.players)
+    except ValidationError as err:
+        raise from_pydantic(err, "players") from None
+    return Waiting(t.id, players, t.created_at, t.pool)
 
-    return Waiting(t.id, tuple(Player.model_validate(p) for p in t.players), t.created_at, t.pool)
+
+def ticket_problem(pool: PoolConfig, t: Ticket) -> str | None:
+    """Why a stored ticket can never be part of a match of ``pool`` (the pool's config changed since
+    it was queued, or it was written by another version), or None when it fits."""
+    kinds = {r.get("kind") for r in pool.rules}
+    for i, p in enumerate(t.players):
+        feats = p.get("features") if isinstance(p, dict) else None
+        if not isinstance(feats, list):
+            return f"players[{i}].features: missing"
+        if pool.feature_dim is not None and len(feats) != pool.feature_dim:
+            return (f"players[{i}].features: expected {pool.feature_dim} numbers (pool {pool.name}'s model), "
+                    f"got {len(feats)}")
+        for need, attr in (({"skill_balance", "skill_spread"}, "skill"),
+                           ({"roles", "role_min", "role_max"}, "roles"), ({"max_ping"}, "pings")):
+            if kinds & need and p.get(attr) is None:
+                return f"players[{i}].{attr}: required by pool {pool.name}'s rules"
+    if len(t.players) > pool.max_party:
+        return f"players: a party of {len(t.players)} does not fit a team of {pool.max_party}"
+    try:
+        waiting_of(t)
+    except InvalidInput as err:
+        return str(err)
+    return None
+
+
+_PLAYER_AT = re.compile(r"^players\[(\d+)\]")
 
 
 @dataclass
@@ -58,13 +92,13 @@ class Job:
         return Job(**obj)
 
 
-def build_instance(pool: PoolConfig, tickets: list[Ticket], now: float) -> tuple[Any, dict[str, str], list[str]]:
-    """Instance from tickets: player → ticket map, and tickets skipped (a player id seen twice)."""
-    players, owner, skipped = [], {}, []
+def instance_object(pool: PoolConfig, tickets: list[Ticket], now: float) -> tuple[dict[str, Any], dict[str, str]]:
+    """The instance object of a candidate pool, and player id → ticket id in player order (a ticket
+    whose player id was already seen is left out)."""
+    players, owner = [], {}
     parties = False
     for t in tickets:
         if any(p["id"] in owner for p in t.players):
-            skipped.append(t.id)
             continue
         for p in t.players:
             q = {k: v for k, v in p.items() if k != "party"}
@@ -84,35 +118,65 @@ def build_instance(pool: PoolConfig, tickets: list[Ticket], now: float) -> tuple
         obj["team_size"] = pool.team_size
     if pool.engagement_model:
         obj["engagement_model"] = pool.engagement_model
-    return parse_instance(obj), owner, skipped
+    return obj, owner
+
+
+def build_instance(pool: PoolConfig, tickets: list[Ticket], now: float) -> tuple[Any, dict[str, str]]:
+    """Instance from tickets, and the player → ticket map."""
+    obj, owner = instance_object(pool, tickets, now)
+    return parse_instance(obj), owner
+
+
+def ticket_at_fault(err: InvalidInput, owner: dict[str, str]) -> str | None:
+    """The ticket an instance error names (``players[i]…`` → the ticket of player i), else None."""
+    m = _PLAYER_AT.match(err.field or "")
+    if m is None:
+        return None
+    ids = list(owner.values())
+    i = int(m.group(1))
+    return ids[i] if i < len(ids) else None
 
 
 class JobRunner:
-    """Runs claimed jobs: solve, commit, release. Shared by the embedded loop and solver workers."""
+    """Runs claimed jobs: solve, commit, release. Shared by the embedded loop and solver workers.
+
+    A ticket that can no longer be part of a match of its pool (its pool's model or rules changed
+    since it was queued, or an error of the instance names its player) is expired with the reason
+    and left out, so one bad ticket never stalls its pool.
+    """
 
     def __init__(self, pools: dict[str, PoolConfig], store: Store, engine: Engine, experiments: Experiments):
         self.pools, self.store, self.engine, self.experiments = pools, store, engine, experiments
+        self._logged: dict[str, float] = {}
+
+    def _reject(self, job: Job, tid: str, reason: str) -> None:
+        if self.store.expire_ticket(job.pool, tid, job.claim_id, reason):
+            metrics.TICKET_EVENTS.labels(job.pool, "rejected").inc()
+            log.warning("pool %s: ticket %s expired: %s", job.pool, tid, reason)
 
     def run(self, job: Job) -> int:
-        """Returns the number of matches committed. Every claimed ticket ends matched or queued."""
+        """Returns the number of matches committed. Every claimed ticket ends matched, queued, or
+        expired with a reason."""
         pool = self.pools[job.pool]
         remaining: list[Ticket] = []
-        for tid in job.tickets:
-            t = self.store.get(tid)
-            if t is not None and t.status == "proposed" and t.match_id == job.claim_id:
+        for t in self.store.get_many(job.pool, job.tickets):
+            if t is None or t.status != "proposed" or t.match_id != job.claim_id:
+                continue
+            why = ticket_problem(pool, t)
+            if why is not None:
+                self._reject(job, t.id, why)
+            else:
                 remaining.append(t)
         formed = 0
         run_token = uuid.uuid4().hex[:8]
         try:
             steps = tuple(parse_step(s, f"relax_steps[{k}]") for k, s in enumerate(job.relax_steps))
             exp = self.experiments.for_pool(job.pool)
-            for k in range(max(1, job.max_matches)):
+            k = 0
+            while k < max(1, job.max_matches):
                 if sum(len(t.players) for t in remaining) < pool.match_size:
                     break
                 now = time.time()
-                inst, owner, _ = build_instance(pool, remaining, now)
-                if steps:
-                    inst = relax(inst, job.waited_s, RelaxConfig(steps, "max"))
                 # the key is deterministic (arm and seed); the id also carries this run's token. A takeover
                 # fences the claim (new id), so after it only the new runner commits; matches the slow
                 # runner committed before it stand, and the token keeps their ids apart in any case
@@ -125,8 +189,22 @@ class JobRunner:
                     elif job.arm is not None:
                         arm_cfg = next((a for a in exp.config.arms if a.name == job.arm), None)
                 plan = plan_for(pool, arm_cfg)
-                t0 = time.perf_counter()
-                sol = self.engine.solve(inst, plan, job.pool, seed=seed_of(key), start=t0)
+                owner: dict[str, str] = {}
+                try:
+                    obj, owner = instance_object(pool, remaining, now)
+                    inst = parse_instance(obj)
+                    if steps:
+                        inst = relax(inst, job.waited_s, RelaxConfig(steps, "max"))
+                    t0 = time.perf_counter()
+                    sol = self.engine.solve(inst, plan, job.pool, seed=seed_of(key), start=t0)
+                except InvalidInput as err:
+                    bad = ticket_at_fault(err, owner)
+                    if bad is None:
+                        raise
+                    self._reject(job, bad, str(err))
+                    remaining = [t for t in remaining if t.id != bad]
+                    continue
+                k += 1
                 if not sol.has_assignment:
                     break
                 selected = sorted({owner[pid] for team in sol.teams for pid in team})
@@ -135,22 +213,26 @@ class JobRunner:
                                      region=sol.region, method=sol.method, arm=plan.arm,
                                      model_version=getattr(sol, "model_version", None), objective=sol.objective,
                                      status=sol.status)
+                sel = set(selected)
                 if not self.store.commit(job.pool, job.claim_id, selected, [], result):
                     metrics.CLAIM_CONFLICTS.labels(job.pool, "commit").inc()
-                    remaining = [t for t in remaining if t.id not in set(selected)]
+                    remaining = [t for t in remaining if t.id not in sel]
                     continue
                 formed += 1
                 method = sol.method or plan.method
                 arm = plan.arm or metrics.NO_ARM
                 metrics.MATCHES.labels(job.pool, method, arm).inc()
                 metrics.PLAYERS_MATCHED.labels(job.pool, method, arm).inc(sum(len(team) for team in sol.teams))
-                by_id = {t.id: t for t in remaining}
-                for tid in selected:
-                    metrics.TICKET_WAIT.labels(job.pool, arm).observe(max(0.0, now - by_id[tid].created_at))
-                sel = set(selected)
+                for t in remaining:
+                    if t.id in sel:
+                        metrics.TICKET_WAIT.labels(job.pool, arm).observe(max(0.0, now - t.created_at))
                 remaining = [t for t in remaining if t.id not in sel]
         except InvalidInput as err:
-            log.error("pool %s: job %s cannot be solved: %s", job.pool, job.claim_id, err)
+            # not one ticket's fault: the pool's own config (model, rules) cannot be solved; say so once a minute
+            last = self._logged.get(job.pool, -1e9)
+            if time.monotonic() - last > 60:
+                self._logged[job.pool] = time.monotonic()
+                log.error("pool %s: job %s cannot be solved: %s", job.pool, job.claim_id, err)
         finally:
             back = self.store.release(job.pool, job.claim_id, [t.id for t in remaining])
             if back:
@@ -162,9 +244,10 @@ class Matchmaker:
     """The loop of one pool: reap, decide, claim, hand the job on (run it here or publish it)."""
 
     def __init__(self, pool: PoolConfig, store: Store, runner: JobRunner | None, experiments: Experiments,
-                 publish=None, tick_s: float = 0.05):
+                 publish=None, backlog=None, tick_s: float = 0.05):
         self.pool, self.store, self.runner, self.experiments = pool, store, runner, experiments
         self.publish = publish  # callable(pool, job_json) → None; None = run jobs in this thread
+        self.backlog = backlog  # callable(pool) → the pool's jobs waiting or running; None = no backpressure
         self.tick_s = tick_s
         self.shape = PoolShape(pool.teams, pool.sizes)
         self._policies: dict[str | None, Any] = {}
@@ -174,11 +257,48 @@ class Matchmaker:
         # candidate sets that formed no match: not retried until the waiting set changes or a while passed
         self._barren: dict[str | None, tuple[frozenset[str], float]] = {}
         self.retry_s = 2.0
+        # ticket id → (ticket, its Waiting) for the tickets of the current window: a ticket's data never
+        # changes, so each body is read and parsed once, not on every tick
+        self._seen: dict[str, tuple[Ticket, Waiting]] = {}
 
     def _policy(self, arm: str | None):
         if arm not in self._policies:
             self._policies[arm] = self.pool.dispatch.build(self.pool.max_candidates)
         return self._policies[arm]
+
+    def _reject(self, t: Ticket, reason: str, now: float) -> None:
+        """Expire a queued ticket that can never be part of a match of this pool, with the reason."""
+        claim_id = uuid.uuid4().hex
+        if self.store.claim(self.pool.name, [t.id], claim_id, now + self.pool.lease_s):
+            if self.store.expire_ticket(self.pool.name, t.id, claim_id, reason):
+                metrics.TICKET_EVENTS.labels(self.pool.name, "rejected").inc()
+                log.warning("pool %s: ticket %s expired: %s", self.pool.name, t.id, reason)
+
+    def window(self, now: float) -> list[tuple[Ticket, Waiting]]:
+        """The pool's ``window`` longest-waiting queued tickets (live ids, cached bodies): what one
+        tick reads no longer grows with the queue."""
+        pool = self.pool.name
+        ids = self.store.queued_ids(pool, self.pool.window)
+        missing = [tid for tid in ids if tid not in self._seen]
+        if missing:
+            for tid, t in zip(missing, self.store.get_many(pool, missing), strict=True):
+                if t is None:
+                    continue
+                why = ticket_problem(self.pool, t)
+                if why is not None:
+                    self._reject(t, why, now)
+                    continue
+                self._seen[tid] = (t, waiting_of(t))
+        live = set(ids)
+        for tid in [k for k in self._seen if k not in live]:
+            del self._seen[tid]
+        return [self._seen[tid] for tid in ids if tid in self._seen and self._seen[tid][0].expires_at > now]
+
+    def backlogged(self) -> bool:
+        """With solver workers: are ``max_inflight_jobs`` of this pool's jobs already waiting or running?
+        Then the tickets stay queued (later candidates see them) instead of waiting in a job whose
+        lease may run out."""
+        return self.backlog is not None and self.backlog(self.pool.name) >= self.pool.max_inflight_jobs
 
     def tick(self, now: float | None = None) -> int:
         """One round; returns the number of matches formed (or jobs published)."""
@@ -189,20 +309,21 @@ class Matchmaker:
             metrics.TICKET_EVENTS.labels(self.pool.name, "expired").inc(expired)
         if released:
             metrics.TICKET_EVENTS.labels(self.pool.name, "requeued").inc(released)
-        tickets = self.store.queued(self.pool.name, limit=2000)
         metrics.QUEUE_DEPTH.labels(self.pool.name).set(self.store.queue_depth(self.pool.name))
-        groups: dict[str | None, list[Ticket]] = {}
+        if self.backlogged():
+            return 0
+        groups: dict[str | None, list[tuple[Ticket, Waiting]]] = {}
         exp = self.experiments.for_pool(self.pool.name)
         split = exp is not None and exp.config.key == "player"
-        for t in tickets:
-            groups.setdefault(t.arm if split else None, []).append(t)
+        for t, w in self.window(now):
+            groups.setdefault(t.arm if split else None, []).append((t, w))
         done = 0
         for arm, group in groups.items():
-            ids = frozenset(t.id for t in group)
+            ids = frozenset(t.id for t, _ in group)
             barren = self._barren.get(arm)
             if barren is not None and barren[0] == ids and now - barren[1] < self.retry_s:
                 continue
-            decision = self._policy(arm).decide([waiting_of(t) for t in group], self.shape, now)
+            decision = self._policy(arm).decide([w for _, w in group], self.shape, now)
             if not decision.solve or not decision.tickets:
                 continue
             job = Job(uuid.uuid4().hex, self.pool.name, list(decision.tickets), decision.max_matches,

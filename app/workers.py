@@ -192,7 +192,8 @@ def matchmaker_step(h: Harness, mms: list[Matchmaker]) -> bool:
 
 def make_matchmakers(rt: Runtime) -> list[Matchmaker]:
     store: RedisStore = rt.store  # type: ignore[assignment]
-    return [Matchmaker(p, store, None, rt.experiments, publish=store.publish_job) for p in rt.config.pools]
+    return [Matchmaker(p, store, None, rt.experiments, publish=store.publish_job,
+                       backlog=store.jobs_lag) for p in rt.config.pools]
 
 
 # --------------------------------------------------------------------------- solver
