@@ -48,6 +48,9 @@ MAX_ABS_RULE_NUMBER = 1e9
 # a JSON string (with escapes), matched without backtracking
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(range(256)).translate(None, b"[]{}")  # what translate deletes to keep only brackets
+_STEP = np.zeros(256, dtype=np.int32)
+_STEP[[ord("["), ord("{")]] = 1
+_STEP[[ord("]"), ord("}")]] = -1
 
 
 def json_depth_exceeds(raw: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
@@ -62,6 +65,4 @@ def json_depth_exceeds(raw: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
     brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
     if len(brackets) <= limit:
         return False
-    codes = np.frombuffer(brackets, dtype=np.uint8)
-    steps = np.where((codes == ord("[")) | (codes == ord("{")), 1, -1).astype(np.int64)
-    return bool(np.cumsum(steps).max() > limit)
+    return bool(np.cumsum(_STEP[np.frombuffer(brackets, dtype=np.uint8)], dtype=np.int32).max() > limit)
