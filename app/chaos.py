@@ -606,7 +606,8 @@ def run_chaos(plan: ChaosPlan, say: Callable[[str], None] | None = None) -> dict
     bodies = [json.dumps(t).encode() for t in make_tickets(plan.pool, plan.tickets, plan.seed, plan.party_share)]
     workdir = Path(tempfile.mkdtemp(prefix="mgmatch-chaos-"))
     redis = RedisServer(binary, workdir)
-    procs = Procs(workdir, service_env(redis.url, f"chaos{uuid.uuid4().hex[:8]}"))
+    prefix = f"chaos{uuid.uuid4().hex[:8]}"
+    procs = Procs(workdir, service_env(redis.url, prefix))
     try:
         redis.start()
         redis.wait_ready()
@@ -617,7 +618,7 @@ def run_chaos(plan: ChaosPlan, say: Callable[[str], None] | None = None) -> dict
             procs.start(f"solver-{k}", ["worker", "solver", "--local-predictor", "--min-idle-ms", str(plan.min_idle_ms)])
         url = f"http://127.0.0.1:{port}"
         _wait_ready(url, procs, time.monotonic() + plan.start_timeout_s)
-        say(f"service up at {url} (Redis {redis.url}, AOF fsync always, logs in {workdir})")
+        say(f"service up at {url} (Redis {redis.url}, AOF fsync always, key prefix {prefix}, logs in {workdir})")
         run = ChaosRun(plan, bodies, url, redis, procs, say)
         report = asyncio.run(run.main())
         report["processes"] = procs.summary()

@@ -70,7 +70,8 @@ def bench_chaos_cmd(
     pool: Annotated[str, typer.Option(help="Built-in pool (3v3, 12v12); players come from its preset world.")] = "3v3",
     solvers: Annotated[int, typer.Option(help="Solver worker processes.")] = 2,
     kills: Annotated[int, typer.Option(help="SIGKILLs of a solver or the matchmaker (each restarted).")] = 3,
-    rate: Annotated[float, typer.Option(help="Offered ingest rate (tickets/s).")] = 150.0,
+    rate: Annotated[float, typer.Option(help="Offered ingest rate (tickets/s); above what the solvers match, so "
+                                             "the matching rate is what is measured.")] = 250.0,
     seed: Annotated[int, typer.Option(help="Seed of the generated players.")] = 0,
     redis_restart: Annotated[bool, typer.Option("--redis-restart/--no-redis-restart",
                                                 help="SIGKILL Redis once and start it again.")] = True,
