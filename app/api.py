@@ -62,6 +62,28 @@ class TicketOut(BaseModel):
     match: MatchOut | None = None
 
 
+class ErrorDetail(BaseModel):
+    field: str = Field(description="The offending field's path (e.g. players[0].features, body, store).")
+    message: str = Field(description="One readable line that names the field.")
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail
+
+
+def _errors(*codes: int) -> dict[int, dict]:
+    """OpenAPI entries for the error answers a route can give (all ``{"error": {field, message}}``)."""
+    why = {400: "Body not JSON, or nested deeper than the limit.", 401: "Missing or invalid API key / signature.",
+           404: "No such ticket for this client.", 409: "Conflict with the ticket's or player's state.",
+           413: "Body larger than the limit.", 422: "Invalid input; `field` names it.",
+           429: "Rate limit exceeded (Retry-After).",
+           503: "Store unreachable or solve pool full (Retry-After); retry later."}
+    return {c: {"model": ErrorOut, "description": why[c]} for c in codes}
+
+
+_V1_ERRORS = (400, 401, 413, 422, 429, 503)
+
+
 class BatchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -146,7 +168,7 @@ def create_app(rt: Runtime) -> FastAPI:
     async def healthz():
         return {"status": "ok", "uptime_s": round(time.time() - rt.started_at, 1)}
 
-    @app.get("/readyz", tags=["ops"])
+    @app.get("/readyz", tags=["ops"], responses={503: {"description": "Not ready (store unreachable, workers down)."}})
     async def readyz():
         # the ping runs on the probe's own thread: neither anyio's pool nor the solve pool can delay it
         try:
@@ -158,13 +180,15 @@ def create_app(rt: Runtime) -> FastAPI:
         return JSONResponse({"ready": ok, "checks": checks}, status_code=200 if ok else 503,
                             headers=None if ok else {"Retry-After": str(rt.settings.retry_after_s)})
 
-    @app.get("/metrics", tags=["ops"])
+    @app.get("/metrics", tags=["ops"], response_class=Response, responses={200: {
+        "description": "Prometheus text exposition format.",
+        "content": {"text/plain": {"schema": {"type": "string"}}}}})
     async def prom():
         return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/v1/solve", tags=["solve"], openapi_extra={"requestBody": _SOLVE_BODY},
               summary="Solve one candidate pool synchronously; returns a spec Solution.",
-              responses={503: {"description": "The solve pool is full (Retry-After)."}})
+              responses=_errors(*_V1_ERRORS))
     async def solve(request: Request, x_mgmatch_ab_key: str | None = Header(default=None)):
         t0 = time.perf_counter()
         raw = await request.body()
@@ -179,7 +203,8 @@ def create_app(rt: Runtime) -> FastAPI:
         return JSONResponse(sol)
 
     @app.post("/v1/tickets", tags=["tickets"], status_code=201, response_model=TicketOut,
-              responses={200: {"model": TicketOut, "description": "Replay of an earlier idempotency key"}},
+              responses={200: {"model": TicketOut, "description": "Replay of an earlier idempotency key"},
+                         **_errors(409, *_V1_ERRORS)},
               summary="Queue a player or a party for a pool.")
     async def create_ticket(request: Request, body: TicketIn, idempotency_key: str | None = Header(default=None),
                             x_mgmatch_ab_key: str | None = Header(default=None)):
@@ -191,7 +216,7 @@ def create_app(rt: Runtime) -> FastAPI:
             metrics.TICKET_EVENTS.labels(t.pool, "created").inc()
         return JSONResponse(ticket_out(stored), status_code=201 if created else 200)
 
-    @app.post("/v1/tickets/batch", tags=["tickets"], response_model=BatchOut,
+    @app.post("/v1/tickets/batch", tags=["tickets"], response_model=BatchOut, responses=_errors(*_V1_ERRORS),
               summary="Queue up to 100 tickets in one request (validated as a whole, created one by one).")
     async def create_tickets(request: Request, body: BatchIn, x_mgmatch_ab_key: str | None = Header(default=None)):
         owner = _owner(request)
@@ -217,13 +242,14 @@ def create_app(rt: Runtime) -> FastAPI:
             out.append(ticket_out(stored))
         return JSONResponse({"tickets": out})
 
-    @app.get("/v1/tickets/{ticket_id}", tags=["tickets"], response_model=TicketOut, summary="A ticket's status.")
+    @app.get("/v1/tickets/{ticket_id}", tags=["tickets"], response_model=TicketOut, summary="A ticket's status.",
+             responses=_errors(404, *_V1_ERRORS))
     async def get_ticket(request: Request, ticket_id: str):
         t = await rt.store.aget(service.lookup_id(ticket_id))
         return JSONResponse(ticket_out(service.owned(t, ticket_id, _owner(request))))
 
     @app.delete("/v1/tickets/{ticket_id}", tags=["tickets"], response_model=TicketOut,
-                summary="Cancel a queued or proposed ticket.")
+                responses=_errors(404, 409, *_V1_ERRORS), summary="Cancel a queued or proposed ticket.")
     async def cancel_ticket(request: Request, ticket_id: str):
         owner = _owner(request)
         service.lookup_id(ticket_id)
