@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install run test lint bench-exact clean grpc
+.PHONY: install run test lint install-smoke bench-exact clean grpc
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,13 +21,20 @@ run: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/check-deps.py
+
+# The wheel installed as users install it, in fresh environments (runtime deps; the service image's set).
+install-smoke: install
+	./scripts/ensure-redis.sh
+	PYTHON=$(PYTHON) BUILD_PYTHON=$(BIN)/python ./scripts/install-smoke.sh
 
 test: install lint
 	./scripts/ensure-redis.sh
 	$(BIN)/python -m pytest
+	PYTHON=$(PYTHON) BUILD_PYTHON=$(BIN)/python ./scripts/install-smoke.sh
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-smoke .pytest_cache .ruff_cache .hypothesis
 
 # Regenerate the gRPC modules from app/rpc/matchmaker.proto (needs the dev extra: grpcio-tools).
 grpc: install

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Build the mgmatch wheel and smoke-test it as users install it (run by `make test`, so by CI):
+#   runtime — a fresh virtual environment with the wheel and its runtime dependencies (no extra);
+#   service — the service image's set: deploy/requirements-service.txt, then the wheel --no-deps.
+# In each, tests/install/smoke.py (run by that environment's Python) checks the wheel's contents,
+# imports every module, solves a preset pool with every method (each answer checked by
+# `mgmatch check`) and drives `mgmatch serve` (/v1/solve, a ticket's lifecycle).
+#
+# The environments live in .venv-smoke/ and are reused while pyproject.toml, the requirements
+# file and the Python version are unchanged (the wheel is reinstalled when its contents change);
+# with CI=true (or SMOKE_FRESH=1) they are always made from scratch.
+# Usage: scripts/install-smoke.sh [runtime|service ...]   (default: both)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}                   # the interpreter the environments are made from
+BUILD_PY=${BUILD_PYTHON:-.venv/bin/python}  # builds the wheel: needs setuptools>=69 and wheel (the dev venv)
+SMOKE=.venv-smoke
+REQ=deploy/requirements-service.txt
+ENVS=("$@")
+[ ${#ENVS[@]} -gt 0 ] || ENVS=(runtime service)
+t_start=$(date +%s)
+
+if [ "${CI:-}" = "true" ] || [ "${SMOKE_FRESH:-0}" = "1" ]; then
+    rm -rf "$SMOKE"
+fi
+mkdir -p "$SMOKE"
+echo '*' > "$SMOKE/.gitignore"   # nothing in here is ever committed
+
+# ---------------------------------------------------------------- the wheel, built from a copy of the tree
+# (the same folders the Dockerfile's build stage copies; building in place would rewrite the
+# dev install's egg-info)
+rm -rf "$SMOKE/src" "$SMOKE/dist"
+mkdir -p "$SMOKE/src" "$SMOKE/dist"
+tar -cf - --exclude=__pycache__ --exclude='*.pyc' pyproject.toml README.md mgmatch core solvers models pipeline app \
+    | tar -C "$SMOKE/src" -xf -
+if ! "$BUILD_PY" -m pip wheel -q --no-deps --no-build-isolation -w "$SMOKE/dist" "$SMOKE/src" \
+        > "$SMOKE/build.log" 2>&1; then
+    cat "$SMOKE/build.log"
+    echo "install smoke: FAILED (the wheel does not build)"
+    exit 1
+fi
+WHEEL=$(ls "$SMOKE"/dist/mgmatch-*.whl)
+# the wheel's contents, not its file (zip timestamps change with every build)
+wheel_sum=$("$BUILD_PY" -c '
+import hashlib, sys, zipfile
+z, h = zipfile.ZipFile(sys.argv[1]), hashlib.sha256()
+for n in sorted(z.namelist()):
+    h.update(n.encode() + b"\0" + z.read(n))
+print(h.hexdigest())' "$WHEEL")
+echo "install smoke: built $(basename "$WHEEL") ($(du -k "$WHEEL" | cut -f1) KiB)"
+
+deps_sum() {  # what an environment's dependencies are made from
+    { echo "$1"; "$PYTHON" -VV; cat pyproject.toml; [ "$1" = service ] && cat "$REQ"; cat /etc/xdg/pip/constraints.txt 2>/dev/null; } \
+        | sha256sum | cut -d' ' -f1
+}
+
+pip_q() {  # pip_q <log> <pip command…>: quiet pip, keeping its errors
+    local log=$1 rc=0
+    shift
+    "$@" -q > "$log" 2>&1 || rc=$?
+    grep -v '^WARNING: Location .* is ignored' "$log" || true
+    return $rc
+}
+
+prepare() {  # prepare <env>: a venv with the dependencies of <env> and the current wheel
+    # (called in a condition, where `set -e` does not apply: every step returns on failure)
+    local env=$1 venv="$SMOKE/$1" log="$SMOKE/$1.pip.log" sum
+    sum=$(deps_sum "$env")
+    if [ "$(cat "$venv/.deps" 2>/dev/null)" != "$sum" ]; then
+        echo "install smoke [$env]: new environment"
+        rm -rf "$venv"
+        "$PYTHON" -m venv "$venv" || return 1
+        pip_q "$log" "$venv/bin/python" -m pip install --upgrade pip || return 1
+        if [ "$env" = runtime ]; then
+            # pinned first, as `make install` does: a looser torch requirement pulls a multi-GB CUDA build
+            pip_q "$log" "$venv/bin/python" -m pip install torch==2.13.0 || return 1
+            pip_q "$log" "$venv/bin/python" -m pip install "$WHEEL" || return 1
+            "$venv/bin/python" -m pip check || return 1
+        else
+            pip_q "$log" "$venv/bin/python" -m pip install -r "$REQ" || return 1
+            pip_q "$log" "$venv/bin/python" -m pip install --no-deps "$WHEEL" || return 1
+        fi
+        echo "$wheel_sum" > "$venv/.wheel"
+        echo "$sum" > "$venv/.deps"
+    elif [ "$(cat "$venv/.wheel" 2>/dev/null)" != "$wheel_sum" ]; then
+        echo "install smoke [$env]: same dependencies, new wheel"
+        pip_q "$log" "$venv/bin/python" -m pip install --no-deps --force-reinstall "$WHEEL" || return 1
+        echo "$wheel_sum" > "$venv/.wheel"
+    else
+        echo "install smoke [$env]: environment and wheel unchanged, reused"
+    fi
+}
+
+for env in "${ENVS[@]}"; do
+    case $env in runtime|service) ;; *) echo "install smoke: unknown environment $env (runtime|service)"; exit 2;; esac
+done
+
+# the environments install side by side (mostly unpacking and disk), then the smokes run one after the other
+declare -A install_pid
+for env in "${ENVS[@]}"; do
+    ( t0=$(date +%s)
+      if prepare "$env"; then
+          echo "install smoke [$env]: ready in $(( $(date +%s) - t0 )) s"
+      else
+          rm -f "$SMOKE/$env/.deps"
+          echo "install smoke [$env]: FAILED to install"
+          exit 1
+      fi ) > "$SMOKE/$env.install.log" 2>&1 &
+    install_pid[$env]=$!
+done
+failed=()
+for env in "${ENVS[@]}"; do
+    installed=1
+    wait "${install_pid[$env]}" || installed=0
+    cat "$SMOKE/$env.install.log"
+    if [ $installed = 0 ]; then
+        failed+=("$env (install)")
+        continue
+    fi
+    if ! "$SMOKE/$env/bin/python" tests/install/smoke.py --env "$env" --wheel "$WHEEL" --work "$SMOKE/work-$env"; then
+        failed+=("$env")
+    fi
+done
+
+took=$(( $(date +%s) - t_start ))
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "install smoke: FAILED in ${failed[*]} (${took} s)"
+    exit 1
+fi
+echo "install smoke: PASSED (${ENVS[*]}) in ${took} s"
