@@ -342,6 +342,7 @@ class ChaosRun:
                  say: Callable[[str], None]):
         self.plan, self.bodies, self.url, self.redis, self.procs, self.say = plan, bodies, url, redis, procs, say
         self.recs: list[Rec] = []
+        self.by_player: dict[str, Rec] = {}
         self.tally = _Tally()
         self.phase = 0
         self.events: list[dict] = []
@@ -383,7 +384,9 @@ class ChaosRun:
                     v = r.json()
                     now = time.time()
                     self.first_accept_t = self.first_accept_t or now
-                    self.recs.append(Rec(i, v["id"], self.phase, v["players"], v["created_at"], v["status"]))
+                    rec = Rec(i, v["id"], self.phase, v["players"], v["created_at"], v["status"])
+                    self.recs.append(rec)
+                    self.by_player.update((p, rec) for p in rec.players)
                     return
                 if r.status_code in (429, 503):
                     try:
@@ -417,10 +420,16 @@ class ChaosRun:
             v = r.json()
             rec.status, rec.view = v["status"], v
             if rec.status == "matched" and rec.matched_t is None:
-                at = (v.get("match") or {}).get("matched_at")
+                m = v.get("match") or {}
+                at = m.get("matched_at")
                 if self.wait_source is None:
-                    self.wait_source = "match.matched_at" if at is not None else "first seen matched by the poller"
+                    self.wait_source = "match.matched_at" if at is not None else "first seen matched by the poller (it or a ticket of its match), polled every ~1 s"
                 rec.matched_t = float(at) if at is not None else time.time()
+                if at is None:  # the match's other tickets were matched then too; their own GET confirms it later
+                    for pid in (p for team in m.get("teams") or [] for p in team):
+                        other = self.by_player.get(pid)
+                        if other is not None and other.matched_t is None:
+                            other.matched_t = rec.matched_t
 
     async def _poll(self, recs: list[Rec], into: Counter | None = None) -> None:
         sem = asyncio.Semaphore(self.plan.concurrency)
@@ -430,11 +439,13 @@ class ChaosRun:
         return [r for r in self.recs if r.phase == phase and r.status not in FINAL]
 
     async def _background_poll(self) -> None:
-        """Polls the oldest unsettled tickets while ingesting (match times, progress)."""
+        """Polls the 40 oldest unsettled tickets every second while ingesting (when they were first
+        seen matched; a GET that shows a match dates its other tickets too), every 5 s once the API
+        is known to report ``match.matched_at``: light next to the ingest it watches."""
         while True:
             if not self.settling:
                 now = time.monotonic()
-                pending = [r for r in self._pending(self.phase) if now - r.polled_t > 1.0][:500]
+                pending = [r for r in self._pending(self.phase) if now - r.polled_t > 1.0][:40]
                 await self._poll(pending)
             await asyncio.sleep(5.0 if self.wait_source == "match.matched_at" else 1.0)
 

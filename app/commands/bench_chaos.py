@@ -22,7 +22,8 @@ import typer
 from mgmatch.app.cli import bench_app, fail
 
 ROWS = [
-    ("accepted", "accepted"), ("accepted before / after FLUSHALL", None), ("matched (tickets)", "matched"),
+    ("accepted", "accepted"), ("not accepted (503s past the retry window, or refused)", "not_accepted"),
+    ("accepted before / after FLUSHALL", None), ("matched (tickets)", "matched"),
     ("matched players", "matched_players"), ("lost", "lost"), ("leftover (< one match)", "leftover"),
     ("flushed tickets not reading 404", "flushed_not_404"), ("double-booked players", "double_booked"),
     ("inconsistent tickets / malformed matches", None), ("HTTP 5xx other than 503", "http_5xx_non_503"),
@@ -58,8 +59,8 @@ def markdown(r: dict) -> str:
 
 
 def passed(r: dict) -> bool:
-    """Nothing lost, nobody double-booked, every match consistent, no 5xx but 503, flushed tickets gone."""
-    return (r["accepted"] > 0 and r["lost"] == 0 and r["double_booked"] == 0 and r["inconsistent_tickets"] == 0
+    """Every ticket accepted, nothing lost, nobody double-booked, every match consistent, no 5xx but 503, flushed tickets gone."""
+    return (r["accepted"] > 0 and r["not_accepted"] == 0 and r["lost"] == 0 and r["double_booked"] == 0 and r["inconsistent_tickets"] == 0
             and r["malformed_matches"] == 0 and r["http_5xx_non_503"] == 0 and not r["flushed_not_404"])
 
 
