@@ -8,7 +8,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from itertools import islice
 from typing import Any
+
+from sortedcontainers import SortedList
 
 from .base import RETENTION_S, Conflict, MatchResult, Store, Ticket
 
@@ -19,7 +22,11 @@ class MemoryStore(Store):
     def __init__(self, max_events: int = 10_000):
         self._t: dict[str, Ticket] = {}
         self._idem: dict[tuple[str, str], tuple[str, float]] = {}
-        self._queues: dict[str, dict[str, None]] = {}   # insertion-ordered set = FIFO by created_at
+        # per pool, the queued tickets as (created_at, id), FIFO, and as (expires_at, id) for the reaper:
+        # a requeued ticket returns to its place, and nothing here costs more than O(log n) per ticket
+        self._queues: dict[str, SortedList] = {}
+        self._expiry: dict[str, SortedList] = {}
+        self._forget_at = 0.0
         self._pending: dict[str, set[str]] = {}
         self._players: dict[tuple[str, str], str] = {}  # (pool, player id) → live ticket id
         self._lock = threading.Lock()
@@ -55,7 +62,7 @@ class MemoryStore(Store):
             if idempotency_key is not None:
                 self._idem[(ticket.pool, idempotency_key)] = (ticket.id, ticket.expires_at)
             self._t[ticket.id] = ticket
-            self._queues.setdefault(ticket.pool, {})[ticket.id] = None
+            self._enqueue(ticket)
             self._event("created", ticket)
             return ticket, True
 
@@ -81,7 +88,8 @@ class MemoryStore(Store):
             v = t.view()
             if v.status not in ("queued", "proposed"):
                 raise Conflict(f"ticket is {v.status}")
-            self._queues.get(t.pool, {}).pop(t.id, None)
+            if t.status == "queued":
+                self._dequeue(t)
             self._pending.get(t.pool, set()).discard(t.id)
             t.status, t.lease_until = "cancelled", None
             self._free_players(t)
@@ -92,7 +100,7 @@ class MemoryStore(Store):
         now = time.time()
         with self._lock:
             out = []
-            for tid in self._queues.get(pool, {}):
+            for _, tid in self._queues.get(pool, ()):
                 t = self._t[tid]
                 if t.expires_at > now:
                     out.append(t)
@@ -102,44 +110,39 @@ class MemoryStore(Store):
 
     def queued_ids(self, pool: str, limit: int = 10_000) -> list[str]:
         with self._lock:
-            out = []
-            for tid in self._queues.get(pool, {}):
-                out.append(tid)
-                if len(out) >= limit:
-                    break
-            return out
+            return [tid for _, tid in islice(self._queues.get(pool, ()), limit)]
 
     def queue_depth(self, pool: str) -> int:
         with self._lock:
-            return len(self._queues.get(pool, {}))
+            return len(self._queues.get(pool, ()))
 
     def claim(self, pool: str, ticket_ids: list[str], match_id: str, lease_until: float) -> bool:
         now = time.time()
         with self._lock:
-            q = self._queues.get(pool, {})
             for tid in ticket_ids:
                 t = self._t.get(tid)
-                if t is None or t.status != "queued" or tid not in q or t.expires_at <= now:
+                if t is None or t.pool != pool or t.status != "queued" or t.expires_at <= now:
                     return False
             for tid in ticket_ids:
                 t = self._t[tid]
+                self._dequeue(t)
                 t.status, t.match_id, t.lease_until = "proposed", match_id, lease_until
-                del q[tid]
                 self._pending.setdefault(pool, set()).add(tid)
             return True
 
+    def _enqueue(self, t: Ticket) -> None:
+        self._queues.setdefault(t.pool, SortedList()).add((t.created_at, t.id))
+        self._expiry.setdefault(t.pool, SortedList()).add((t.expires_at, t.id))
+
+    def _dequeue(self, t: Ticket) -> None:
+        self._queues[t.pool].discard((t.created_at, t.id))
+        self._expiry[t.pool].discard((t.expires_at, t.id))
+
     def _requeue(self, pool: str, t: Ticket) -> None:
+        """proposed → queued, back in its place by creation time."""
         t.status, t.match_id, t.lease_until = "queued", None, None
         self._pending.get(pool, set()).discard(t.id)
-        self._queues.setdefault(pool, {})[t.id] = None
-
-    def _resort(self, pool: str) -> None:
-        """Keep FIFO by creation time: requeued tickets return to their place."""
-        q = self._queues.get(pool, {})
-        if len(q) > 1:
-            items = sorted(q, key=lambda k: self._t[k].created_at)
-            q.clear()
-            q.update(dict.fromkeys(items))
+        self._enqueue(t)
 
     def commit(self, pool: str, match_id: str, selected: list[str], unselected: list[str],
                result: MatchResult) -> bool:
@@ -151,7 +154,6 @@ class MemoryStore(Store):
             if not ok:
                 for tid in mine:
                     self._requeue(pool, self._t[tid])
-                self._resort(pool)
                 return False
             for tid in selected:
                 t = self._t[tid]
@@ -163,7 +165,6 @@ class MemoryStore(Store):
                 t = self._t.get(tid)
                 if t is not None and t.status == "proposed" and t.match_id == match_id:
                     self._requeue(pool, t)
-            self._resort(pool)
             return True
 
     def release(self, pool: str, match_id: str, ticket_ids: list[str]) -> int:
@@ -174,7 +175,6 @@ class MemoryStore(Store):
                 if t is not None and t.status == "proposed" and t.match_id == match_id:
                     self._requeue(pool, t)
                     n += 1
-            self._resort(pool)
         return n
 
     def takeover(self, pool: str, claim_id: str, new_id: str, ticket_ids: list[str], lease_until: float) -> int:
@@ -203,10 +203,10 @@ class MemoryStore(Store):
         now = time.time() if now is None else now
         expired = released = 0
         with self._lock:
-            q = self._queues.get(pool, {})
-            for tid in [k for k in q if self._t[k].expires_at <= now]:
-                del q[tid]
+            due = self._expiry.get(pool, ())
+            for _, tid in list(islice(due, due.bisect_left((now, "\uffff")) if due else 0)):
                 t = self._t[tid]
+                self._dequeue(t)
                 t.status = "expired"
                 self._free_players(t)
                 self._event("expired", t)
@@ -216,10 +216,9 @@ class MemoryStore(Store):
                 if t.lease_until is not None and t.lease_until <= now:
                     self._requeue(pool, t)
                     released += 1
-            if released:
-                self._resort(pool)
-            # forget finished tickets after their retention
-            if len(self._t) > 10_000:
+            # forget finished tickets after their retention (a full pass, so at most every 10 s)
+            if len(self._t) > 10_000 and now >= self._forget_at:
+                self._forget_at = now + 10.0
                 for tid in [k for k, t in self._t.items() if t.expires_at + RETENTION_S < now]:
                     del self._t[tid]
                 self._idem = {k: v for k, v in self._idem.items() if v[1] > now}
