@@ -48,6 +48,7 @@ class MatchOut(BaseModel):
     arm: str | None = None
     model_version: str | None = None
     objective: float | None = None
+    matched_at: float | None = Field(default=None, description="Unix seconds when the match was committed.")
 
 
 class TicketOut(BaseModel):
@@ -60,6 +61,8 @@ class TicketOut(BaseModel):
     arm: str | None = None
     attributes: dict[str, Any] = Field(default_factory=dict)
     match: MatchOut | None = None
+    reason: str | None = Field(default=None, description="Why an expired ticket ended before its TTL, e.g. it no "
+                                                         "longer fits its pool's model or rules.")
 
 
 class ErrorDetail(BaseModel):

@@ -34,6 +34,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mgmatch.core.errors import InvalidInput, from_pydantic
+from mgmatch.core.limits import MAX_TEAM_SIZE, MAX_TEAMS
 from mgmatch.core.rules import parse_rule
 
 POOL_NAME = r"^[a-z0-9][a-z0-9-]{0,31}$"
@@ -64,8 +65,8 @@ class DispatchConfig(_Strict):
 
 class PoolConfig(_Strict):
     name: str = Field(pattern=POOL_NAME)
-    teams: int = Field(default=2, ge=2, le=16)
-    team_size: int | None = Field(default=None, ge=1, le=64)
+    teams: int = Field(default=2, ge=2, le=MAX_TEAMS)
+    team_size: int | None = Field(default=None, ge=1, le=MAX_TEAM_SIZE)
     team_sizes: list[int] | None = None
     rules: list[dict[str, Any]] = Field(default_factory=list)
     engagement_model: str | None = None
@@ -89,8 +90,8 @@ class PoolConfig(_Strict):
     @field_validator("team_sizes")
     @classmethod
     def _sizes(cls, v):
-        if v is not None and any(s < 1 for s in v):
-            raise ValueError("every team size must be ≥ 1")
+        if v is not None and any(s < 1 or s > MAX_TEAM_SIZE for s in v):
+            raise ValueError(f"every team size must be 1–{MAX_TEAM_SIZE}")
         return v
 
     @model_validator(mode="after")

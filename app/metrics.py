@@ -54,7 +54,7 @@ HTTP_REQUESTS = Counter("mgmatch_http_requests_total", "HTTP requests by route a
                         ["route", "code"], registry=REGISTRY)
 HTTP_SECONDS = Histogram("mgmatch_http_request_duration_seconds", "HTTP request latency by route.",
                          ["route"], buckets=_LATENCY_BUCKETS, registry=REGISTRY)
-HTTP_REJECTED = Counter("mgmatch_http_rejected_total", "Requests refused before routing (auth, size, rate).",
+HTTP_REJECTED = Counter("mgmatch_http_rejected_total", "Requests refused (auth, size, depth, rate, store unavailable, solve pool full).",
                         ["reason"], registry=REGISTRY)
 GRPC_REQUESTS = Counter("mgmatch_grpc_requests_total", "gRPC requests by method and status code.",
                         ["method", "code"], registry=REGISTRY)

@@ -200,7 +200,9 @@ def ticket_out(t: Ticket) -> dict[str, Any]:
     if t.status == "matched" and t.result:
         r = t.result
         out["match"] = {k: r.get(k) for k in ("match_id", "teams", "team", "region", "method", "arm",
-                                              "model_version", "objective")}
+                                              "model_version", "objective", "matched_at")}
+    if t.reason:
+        out["reason"] = t.reason
     return out
 
 

@@ -14,6 +14,7 @@ from svc_helpers import features, service_config  # noqa: E402
 
 from mgmatch.app.matchmaker import Job, Matchmaker, ticket_problem  # noqa: E402
 from mgmatch.app.runtime import Runtime  # noqa: E402
+from mgmatch.app.service import ticket_out  # noqa: E402
 from mgmatch.app.settings import Settings  # noqa: E402
 from mgmatch.app.store import Ticket, new_ticket_id  # noqa: E402
 
@@ -82,7 +83,9 @@ def test_a_ticket_that_no_longer_fits_is_expired_with_a_reason_and_the_pool_goes
     assert formed == 1
     t = rt.store.get(bad.id)
     assert t.status == "expired" and "players[0].features" in t.reason and "got 5" in t.reason
+    assert ticket_out(t)["reason"] == t.reason  # what GET /v1/tickets/{id} (and gRPC) show
     assert all(rt.store.get(tid).status == "matched" for tid in good)
+    assert ticket_out(rt.store.get(good[0]))["match"]["matched_at"] >= now
 
 
 def test_the_job_runner_expires_a_claimed_ticket_that_stopped_fitting_and_matches_the_rest(make_rt):
