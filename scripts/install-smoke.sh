@@ -118,7 +118,8 @@ for env in "${ENVS[@]}"; do
         failed+=("$env (install)")
         continue
     fi
-    if ! "$SMOKE/$env/bin/python" tests/install/smoke.py --env "$env" --wheel "$WHEEL" --work "$SMOKE/work-$env"; then
+    if ! "$SMOKE/$env/bin/python" tests/install/smoke.py --env "$env" --wheel "$WHEEL" --source "$SMOKE/src" \
+            --work "$SMOKE/work-$env"; then
         failed+=("$env")
     fi
 done

@@ -117,24 +117,24 @@ def cli(*args: str, cwd: Path, timeout: float = 120, ok: bool = True) -> subproc
 # --------------------------------------------------------------------------- the wheel
 
 
-def check_wheel(wheel: Path) -> str:
-    """Every module and package-data file of the source packages is in the wheel."""
-    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+def check_wheel(wheel: Path, source: Path) -> str:
+    """Every module and package-data file of the source tree ``source`` (what it was built from) is in the wheel."""
+    conf = tomllib.loads((source / "pyproject.toml").read_text())["tool"]["setuptools"]
     names = set(zipfile.ZipFile(wheel).namelist())
     missing = []
     for pkg, src in conf["package-dir"].items():
         base = pkg.replace(".", "/")
-        for path in (ROOT / src).rglob("*.py"):
-            rel = path.relative_to(ROOT / src)
+        for path in (source / src).rglob("*.py"):
+            rel = path.relative_to(source / src)
             # mgmatch/ holds symlinks to the other package folders: those are checked under their own names
-            if "__pycache__" in rel.parts or (ROOT / src / rel.parts[0]).is_symlink():
+            if "__pycache__" in rel.parts or (source / src / rel.parts[0]).is_symlink():
                 continue
             if f"{base}/{rel.as_posix()}" not in names:
                 missing.append(f"{base}/{rel.as_posix()}")
     data = 0
     for pkg, globs in conf.get("package-data", {}).items():
         top = next(p for p in sorted(conf["package-dir"], key=len, reverse=True) if pkg == p or pkg.startswith(p + "."))
-        src = ROOT / conf["package-dir"][top] / pkg[len(top) + 1:].replace(".", "/")
+        src = source / conf["package-dir"][top] / pkg[len(top) + 1:].replace(".", "/")
         for pattern in globs:
             for path in src.glob(pattern):
                 data += 1
@@ -445,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wheel", type=Path, required=True)
     ap.add_argument("--work", type=Path, required=True, help="scratch folder (emptied first)")
     ap.add_argument("--spec", type=Path, default=ROOT / SPEC_EXAMPLE, help="the spec's 3v3 example instance")
+    ap.add_argument("--source", type=Path, default=ROOT, help="the source tree the wheel was built from")
     ap.add_argument("--redis-url", default=os.environ.get("MGMATCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"),
                     help="Redis for the service environment's server (in-memory store when none answers)")
     args = ap.parse_args(argv)
@@ -457,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     checks = Checks(args.env)
     print(f"install smoke [{args.env}] with {sys.executable} ({args.wheel.name})", flush=True)
 
-    checks.run("wheel holds every module and data file", lambda: check_wheel(args.wheel.resolve()))
+    checks.run("wheel holds every module and data file", lambda: check_wheel(args.wheel.resolve(), args.source))
     checks.run("every installed module imports", lambda: check_imports(args.env))
     if args.env == "service":
         checks.run("no torch in the service environment", check_no_torch)
