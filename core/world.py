@@ -45,6 +45,8 @@ so the data holds good and bad matches alike.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -424,3 +426,22 @@ def simulate_history(cfg: WorldConfig, n_players: int, n_matches: int, rng: np.r
             teams[m] = role_split(pool)
     y = engagement(cfg, pop, teams, params)
     return History(X, teams, y, form)
+
+
+MATCHLOG_FORMAT = "mgmatch-matchlog/v1"
+
+
+def matchlog_lines(hist: History, id_prefix: str = "p", decimals: int = 6) -> Iterator[str]:
+    """The matches of ``hist`` as match-log lines (spec §5 ``mgmatch-matchlog/v1``, no newline).
+
+    Player ``i`` of the world is ``{id_prefix}{i}``; features are rounded to ``decimals`` places
+    (they are float32 in the history); the first line carries ``format``.
+    """
+    D, K = hist.teams.shape[1:]
+    for m in range(hist.teams.shape[0]):
+        idx = hist.teams[m]
+        X = np.round(hist.features[idx.reshape(-1)].astype(np.float64), decimals).reshape(D, K, -1).tolist()
+        teams = [[{"id": f"{id_prefix}{int(i)}", "features": X[j][k]} for k, i in enumerate(idx[j])] for j in range(D)]
+        line = {"format": MATCHLOG_FORMAT} if m == 0 else {}
+        line.update({"match_id": f"m-{m:07d}", "teams": teams, "engagement": round(float(hist.y[m]), 9)})
+        yield json.dumps(line, separators=(",", ":"))

@@ -58,17 +58,21 @@ class EngagementNet(nn.Module):
         """Shapes: [..., feature_dim] → [..., E]."""
         return self.player((x - self.feature_mean) / self.feature_scale)
 
-    def raw(self, x: torch.Tensor) -> torch.Tensor:
+    def raw(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Normalized output (before the target scaling).
 
-        Shapes: x [B, D, K, feature_dim] (team members' raw features) → [B].
+        Shapes: x [B, D, K, feature_dim] (team members' raw features), mask [B, D, K] (1 for a
+        real member, 0 for padding of a smaller team; None: every slot is a member) → [B].
         """
-        t = self.embed(x).sum(2)                           # [B, D, E]
+        e = self.embed(x)                                  # [B, D, K, E]
+        if mask is not None:
+            e = e * mask.unsqueeze(-1)
+        t = e.sum(2)                                       # [B, D, E]
         return self.head(t.reshape(t.shape[0], -1))[:, 0]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Predicted engagement. Shapes: [B, D, K, feature_dim] → [B]."""
-        return self.target_mean + self.target_scale * self.raw(x)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Predicted engagement. Shapes: x [B, D, K, feature_dim], mask [B, D, K] or None → [B]."""
+        return self.target_mean + self.target_scale * self.raw(x, mask)
 
     def architecture(self) -> dict[str, Any]:
         return {"player_layers": [self.feature_dim, *self.player_hidden, self.embed_dim],

@@ -24,6 +24,11 @@ One record (one line; JSON only, never pickle)::
      "objective": 5.71, "bound": 5.71, "gap": 0.0,   # engagement, proven upper bound, relative gap
      "time_ms": 812.4, "method": "exact", "time_limit_s": 60.0}
 
+A dataset labelled from a game's own instance files (``mgmatch label --instances DIR
+--engagement ENG.json``) has ``"source": "instances"`` in its manifest, a copy of the engagement
+model in ``DIR/engagement.json`` pinned by ``engagement_sha256``, ``"preset": null``, and each
+record names its instance ``file``; ``model`` is the engagement model's ``name`` (or null).
+
 Records are appended (and flushed to disk) one at a time by the single writer process as solves
 finish, so a crash loses at most the solves in flight; a torn last line is ignored on reading. An
 index may appear twice only if two runs raced; the later record wins. Where the optimum was out
@@ -46,6 +51,8 @@ from mgmatch.core.instance import Instance, parse_instance
 
 DATASET_FORMAT = "mgmatch-labels/v1"
 MANIFEST = "manifest.json"
+#: a dataset labelled from instance files keeps its engagement model here (pinned in the manifest)
+ENGAGEMENT_FILE = "engagement.json"
 SHARD_SIZE = 1000
 
 
@@ -72,6 +79,26 @@ def write_manifest(root: str | Path, manifest: dict) -> None:
     tmp = p.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(manifest, indent=1, allow_nan=False) + "\n")
     os.replace(tmp, p)
+
+
+def dataset_engagement(root: str | Path, manifest: dict | None = None):
+    """The engagement model a dataset was labelled with, when it carries one (else None).
+
+    Raises:
+        InvalidInput: the copy is missing or its SHA-256 differs from the manifest's pin.
+    """
+    from mgmatch.core.engagement import load_engagement
+    from mgmatch.core.files import sha256_file
+
+    m = manifest if manifest is not None else read_manifest(root)
+    if not m or not m.get("engagement_sha256"):
+        return None
+    path = Path(root) / m.get("engagement", ENGAGEMENT_FILE)
+    if not path.is_file():
+        raise InvalidInput(str(path), "the dataset's engagement model is missing")
+    if sha256_file(path) != m["engagement_sha256"]:
+        raise InvalidInput(str(path), "the dataset's engagement model does not match the SHA-256 in its manifest")
+    return load_engagement(path)
 
 
 def iter_records(root: str | Path) -> Iterator[dict]:

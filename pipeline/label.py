@@ -20,8 +20,10 @@ Throughput (instances per core-hour) of each run is returned and appended to the
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -34,6 +36,7 @@ from mgmatch.core.errors import InvalidInput
 
 from .dataset import (
     DATASET_FORMAT,
+    ENGAGEMENT_FILE,
     SHARD_SIZE,
     append_record,
     done_indexes,
@@ -68,7 +71,11 @@ def label_one(job_json: str) -> str:
 
     job = json.loads(job_json)
     inst = parse_instance(job["instance"])
-    name, model = resolve_model(inst)
+    if job.get("engagement"):
+        model = _engagement_file(job["engagement"])
+        name = model.name
+    else:
+        name, model = resolve_model(inst)
     problem = Problem(inst, model, model_name=name)
     t0 = time.perf_counter()
     limit = job["time_limit_s"]
@@ -89,7 +96,17 @@ def label_one(job_json: str) -> str:
         "method": LABEL_METHOD,
         "time_limit_s": limit,
     }
+    if job.get("file"):
+        rec["file"] = job["file"]
     return json.dumps(rec, allow_nan=False)
+
+
+@functools.lru_cache(maxsize=4)
+def _engagement_file(path: str):
+    """The engagement model of a dataset (loaded once per worker process)."""
+    from mgmatch.core.engagement import load_engagement
+
+    return load_engagement(path)
 
 
 @dataclass
@@ -97,7 +114,7 @@ class LabelRun:
     """What one call of :func:`label` did."""
 
     out: str
-    preset: str
+    preset: str | None
     count: int
     done_before: int
     labelled: int
@@ -108,6 +125,7 @@ class LabelRun:
     backend: str
     wall_s: float
     solve_s: float
+    instances: str | None = None
 
     @property
     def per_core_hour(self) -> float | None:
@@ -239,13 +257,21 @@ def label(preset: str, count: int, seed: int, out: str | Path, workers: int = 1,
     jobs = [json.dumps({"index": i, "instance": instances[i].to_json(), "time_limit_s": time_limit_s})
             for i in todo]
     del instances
+    return _execute(root, manifest, jobs, len(done), preset, count, workers, ray_address, progress, t0,
+                    f"label {preset}")
+
+
+def _execute(root: Path, manifest: dict, jobs: list[str], done_before: int, what: str | None, count: int,
+             workers: int, ray_address: str | None, progress: bool, t0: float, desc: str,
+             instances: str | None = None) -> LabelRun:
+    """Solve ``jobs``, append each record as it arrives, update the manifest; returns the run."""
     counts = {"optimal": 0, "feasible": 0, "none": 0}
     solve_s = 0.0
     bar = None
-    if progress and todo:
+    if progress and jobs:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(todo), desc=f"label {preset}", unit="inst", file=sys.stderr)
+        bar = tqdm(total=len(jobs), desc=desc, unit="inst", file=sys.stderr)
 
     def on_result(text: str) -> None:
         nonlocal solve_s
@@ -274,11 +300,103 @@ def label(preset: str, count: int, seed: int, out: str | Path, workers: int = 1,
         if bar is not None:
             bar.close()
         wall = time.perf_counter() - t0
-        run = LabelRun(str(root), preset, count, len(done), sum(counts.values()), counts["optimal"],
-                       counts["feasible"], counts["none"], cores, backend, round(wall, 3), round(solve_s, 3))
+        run = LabelRun(str(root), what, count, done_before, sum(counts.values()), counts["optimal"],
+                       counts["feasible"], counts["none"], cores, backend, round(wall, 3), round(solve_s, 3),
+                       instances)
         recs = records(root)
         manifest["done"] = len(recs)
         manifest["optimal"] = sum(1 for r in recs.values() if r.get("optimal"))
         manifest["runs"] = list(manifest.get("runs", [])) + [run.to_json()]
         write_manifest(root, manifest)
     return run
+
+
+def _check_instances(files: list[Path], model) -> list[dict]:
+    """Every instance file parsed and bound to ``model`` (InvalidInput names the file and field)."""
+    from mgmatch.core.instance import parse_instance, read_json
+    from mgmatch.core.problem import Problem
+
+    out = []
+    for f in files:
+        obj = read_json(f)
+        try:
+            problem = Problem(parse_instance(obj), model)
+            problem.compiled  # noqa: B018 - rules refer to known players and teams
+        except InvalidInput as err:
+            raise InvalidInput(f"{f.name}: {err.field}" if err.field else f.name, err.message) from None
+        out.append(obj)
+    return out
+
+
+def label_instances(instances: str | Path, engagement: str | Path, out: str | Path, workers: int = 1,
+                    time_limit_s: float | None = 60.0, ray_address: str | None = None,
+                    progress: bool = True) -> LabelRun:
+    """Label every ``*.json`` instance of a directory with a game's own engagement model.
+
+    The dataset keeps a copy of the model (``DATA/engagement.json``, pinned by SHA-256 in the
+    manifest) so that ``mgmatch train`` reads the same model. Every instance is validated against
+    the model before anything is written. Resumable: files already labelled (by name) are
+    skipped; new files in the directory get the next indexes (in name order).
+
+    Args:
+        instances: directory of spec §1 instance files.
+        engagement: the game's ``mgmatch-engagement/v1`` file (e.g. from ``mgmatch fit-engagement``).
+        out: dataset directory (created when missing).
+        workers: local processes, or CPUs of a local Ray.
+        time_limit_s: per-instance time limit of the exact solve; None for none.
+        ray_address: a Ray cluster address, "local" to start one here, None for local processes.
+        progress: show a progress bar on stderr.
+    Raises:
+        InvalidInput: no instances, a bad instance or model file, or ``out`` holding another dataset.
+    """
+    from mgmatch.core.engagement import load_engagement
+    from mgmatch.core.files import sha256_file
+
+    src = Path(instances)
+    if not src.is_dir():
+        raise InvalidInput("instances", f"no such directory {str(src)!r}")
+    if workers < 1:
+        raise InvalidInput("workers", f"must be ≥ 1, got {workers}")
+    if time_limit_s is not None and not time_limit_s > 0:
+        raise InvalidInput("time_limit_s", f"must be > 0, got {time_limit_s}")
+    files = sorted(p for p in src.glob("*.json") if p.is_file())
+    if not files:
+        raise InvalidInput("instances", f"{src} holds no *.json instance files")
+    model = load_engagement(engagement)
+    sha = sha256_file(engagement)
+    objs = _check_instances(files, model)
+    root = Path(out)
+    if root.exists() and not root.is_dir():
+        raise InvalidInput("out", f"{root} exists and is not a directory")
+    m = read_manifest(root) if root.is_dir() else None
+    if m is not None and (m.get("source") != "instances" or m.get("engagement_sha256") != sha):
+        raise InvalidInput("out", f"{root} holds a dataset labelled with another engagement model or from "
+                                  "presets; use another --out directory")
+    root.mkdir(parents=True, exist_ok=True)
+    eng_copy = root / ENGAGEMENT_FILE
+    if not eng_copy.is_file() or sha256_file(eng_copy) != sha:
+        tmp = eng_copy.with_suffix(".json.tmp")
+        shutil.copyfile(engagement, tmp)
+        os.replace(tmp, eng_copy)
+    if m is None:
+        m = {"format": DATASET_FORMAT, "source": "instances", "preset": None, "instances": str(src.resolve()),
+             "engagement": ENGAGEMENT_FILE, "engagement_sha256": sha, "engagement_name": model.name,
+             "teams": model.teams, "feature_dim": model.feature_dim, "time_limit_s": time_limit_s,
+             "method": LABEL_METHOD, "shard_size": SHARD_SIZE, "done": 0, "optimal": 0, "runs": []}
+    m["time_limit_s"] = time_limit_s
+    m["count"] = len(files)
+    write_manifest(root, m)
+    recs = records(root)
+    done_files = {r.get("file") for r in recs.values()}
+    nxt = max(recs, default=-1) + 1
+    t0 = time.perf_counter()
+    jobs = []
+    for f, obj in zip(files, objs, strict=True):
+        if f.name in done_files:
+            continue
+        jobs.append(json.dumps({"index": nxt, "file": f.name, "instance": obj, "time_limit_s": time_limit_s,
+                                "engagement": str(eng_copy.resolve())}))
+        nxt += 1
+    del objs
+    return _execute(root, m, jobs, len(recs), None, len(files), workers, ray_address, progress, t0,
+                    f"label {src.name}", instances=str(src))

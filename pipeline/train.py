@@ -24,20 +24,28 @@ from mgmatch.models.networks import ARCHS
 from mgmatch.models.runtime import SHIPPED
 from mgmatch.models.train import TrainConfig, save_checkpoint, train
 
-from .dataset import load_dataset, read_manifest
+from .dataset import dataset_engagement, load_dataset, read_manifest
 
 #: largest |p_torch − p_onnxruntime| accepted before a model is written out
 PARITY_TOL = 1e-5
 
 
 def load_problems(data: str | Path, limit: int | None = None, only_optimal: bool = False) -> list[tuple[Problem, np.ndarray]]:
-    """``(problem, team_of*)`` for every labelled instance (engagement model from the record)."""
+    """``(problem, team_of*)`` for every labelled instance.
+
+    The engagement model is the dataset's own (``DATA/engagement.json``, a game's own model) when
+    it carries one, else the shipped model each record names.
+    """
+    own = dataset_engagement(data)
     items = []
     for inst, team_of, meta in load_dataset(data, only_optimal=only_optimal):
-        name = meta.get("model") or inst.engagement_model
-        if name is None:
-            raise InvalidInput(str(data), f"record {meta.get('index')} names no engagement model")
-        items.append((Problem(inst, load_model(name), model_name=name), team_of))
+        if own is not None:
+            items.append((Problem(inst, own, model_name=own.name), team_of))
+        else:
+            name = meta.get("model") or inst.engagement_model
+            if name is None:
+                raise InvalidInput(str(data), f"record {meta.get('index')} names no engagement model")
+            items.append((Problem(inst, load_model(name), model_name=name), team_of))
         if limit is not None and len(items) >= limit:
             break
     return items
@@ -85,7 +93,13 @@ def run(data: str | Path, arch: str, epochs: int, seed: int, out: str | Path, *,
         "val_metrics": {k: round(float(res.best[k]), 5) for k in ("val_bce", "val_acc", "val_topk")},
         "command": " ".join(shlex.quote(a) for a in cmd),
     }
-    if manifest:
+    if manifest.get("source") == "instances":
+        training["labels"] = {k: manifest.get(k) for k in ("instances", "count", "done", "optimal", "time_limit_s",
+                                                           "method", "engagement_sha256")}
+        training["label_command"] = (f"mgmatch label --instances {manifest.get('instances')} --engagement ENG.json "
+                                     f"--time-limit-s {manifest.get('time_limit_s')} --out {data}")
+        training["engagement_sha256"] = manifest.get("engagement_sha256")
+    elif manifest:
         training["labels"] = {k: manifest.get(k) for k in ("preset", "seed", "count", "done", "optimal", "time_limit_s", "method")}
         training["label_command"] = (f"mgmatch label --preset {manifest.get('preset')} --count {manifest.get('count')} "
                                      f"--seed {manifest.get('seed')} --time-limit-s {manifest.get('time_limit_s')} --out {data}")

@@ -1,11 +1,11 @@
-"""``mgmatch fit-engagement``: simulate a preset's match history, fit its engagement network, write JSON.
+"""``mgmatch fit-engagement``: fit the engagement network on a match log (spec §5–6), or on a preset's simulated one.
 
 The app layer never imports torch: the fitting pipeline is imported inside the command.
 """
 
 from __future__ import annotations
 
-import sys
+import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -15,46 +15,138 @@ from mgmatch.app.cli import bench_app, cli, emit, fail
 from mgmatch.core.presets import PRESETS
 
 
-@cli.command("fit-engagement", help="Simulate match history for a preset, fit the engagement network (MSE), write mgmatch-engagement/v1 JSON.")
+def _widths(flag: str, text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
+    """``"64,64"`` → (64, 64); ``""`` or ``"none"`` → () (no hidden layer)."""
+    if text is None:
+        return default
+    if text.strip().lower() in ("", "none"):
+        return ()
+    try:
+        out = tuple(int(t) for t in text.split(","))
+    except ValueError:
+        fail(f"{flag} must be comma-separated layer widths like 64,64, got {text!r}")
+    if any(w < 1 for w in out):
+        fail(f"{flag}: every width must be ≥ 1, got {text!r}")
+    return out
+
+
+@cli.command("fit-engagement",
+             help="Fit the engagement network (MSE) on a match log (--logs, spec §5) or on a preset's simulated "
+                  "history (--preset); hold part out; write mgmatch-engagement/v1 JSON with a training record.")
 def fit_cmd(
-    preset: Annotated[str, typer.Option(help=f"Scenario preset: {', '.join(PRESETS)}.")],
-    out: Annotated[Path, typer.Option(help="Output model file (JSON).")],
-    matches: Annotated[int, typer.Option(help="Simulated training matches.")] = 200_000,
-    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 20,
-    seed: Annotated[int, typer.Option(help="Seed for the world, the history and the fit.")] = 0,
-    players: Annotated[int | None, typer.Option(help="World size (default max(20000, matches/2)).")] = None,
-    holdout: Annotated[int, typer.Option(help="Held-out matches over a fresh world.")] = 20_000,
+    out: Annotated[Path, typer.Option(help="Output model file (JSON); written only when the fit succeeds.")],
+    logs: Annotated[list[Path] | None, typer.Option("--logs", help="Match log (JSON Lines, spec §5; .gz too). "
+                                                    "Repeat for several files.")] = None,
+    preset: Annotated[str | None, typer.Option(help=f"Or simulate a preset's history: {', '.join(PRESETS)}.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the split, the shuffling and the initialization "
+                                           "(and of the simulated world with --preset).")] = 0,
+    epochs: Annotated[int | None, typer.Option(help="Most epochs (default 60 with --logs, 20 with --preset).")] = None,
+    patience: Annotated[int, typer.Option(help="Early stopping: stop after this many epochs without a better "
+                                               "validation MSE (0: off). --logs only.")] = 8,
+    holdout_share: Annotated[float, typer.Option(help="Share of the log held out (seeded) for the reported "
+                                                      "MSE and R².")] = 0.1,
+    holdout_logs: Annotated[list[Path] | None, typer.Option("--holdout-logs", help="Held-out log instead of "
+                                                            "a share of --logs (e.g. last week's matches).")] = None,
+    val_share: Annotated[float, typer.Option(help="Share of the rest used for early stopping.")] = 0.1,
+    embed_dim: Annotated[int, typer.Option(help="Player embedding width E.")] = 12,
+    player_layers: Annotated[str | None, typer.Option(help="Hidden widths of the player MLP, e.g. 64,32.")] = None,
+    head_layers: Annotated[str | None, typer.Option(help="Hidden widths of the head, e.g. 16 or 64,64 (the exact "
+                                                         "MIP spends one binary per unstable head neuron).")] = None,
+    head_hidden: Annotated[int | None, typer.Option(hidden=True, help="Same as --head-layers N.")] = None,
     batch: Annotated[int, typer.Option(help="Minibatch size.")] = 256,
     lr: Annotated[float, typer.Option(help="Peak learning rate (one-cycle schedule).")] = 2e-3,
-    embed_dim: Annotated[int, typer.Option(help="Player embedding width E.")] = 12,
-    head_hidden: Annotated[int, typer.Option(help="Neurons of the single hidden head layer.")] = 16,
-    quiet: Annotated[bool, typer.Option(help="No per-epoch progress on stderr.")] = False,
+    threads: Annotated[int | None, typer.Option(help="torch CPU threads (default 2 with --logs, 1 with --preset).")] = None,
+    name: Annotated[str | None, typer.Option(help="Model name stored in the file (default: none; the preset's "
+                                                  "name with --preset).")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Also write a predicted-vs-observed PNG of the held-out "
+                                                   "matches.")] = None,
+    matches: Annotated[int, typer.Option(help="--preset: simulated training matches.")] = 200_000,
+    players: Annotated[int | None, typer.Option(help="--preset: world size (default max(20000, matches/2)).")] = None,
+    holdout: Annotated[int, typer.Option(help="--preset: held-out matches over a fresh world.")] = 20_000,
+    write_log: Annotated[Path | None, typer.Option(help="--preset: keep the simulated training log here.")] = None,
+    quiet: Annotated[bool, typer.Option(help="No progress bars on stderr.")] = False,
 ) -> None:
-    if preset not in PRESETS:
-        fail(f"--preset: unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
-    for name, v in (("--matches", matches), ("--epochs", epochs), ("--holdout", holdout), ("--batch", batch),
-                    ("--embed-dim", embed_dim), ("--head-hidden", head_hidden)):
+    if (preset is None) == (not logs):
+        fail("give exactly one of --logs and --preset")
+    if head_hidden is not None and head_layers is not None:
+        fail("give --head-layers or --head-hidden, not both")
+    head = _widths("--head-layers", head_layers if head_hidden is None else str(head_hidden), (16,))
+    player = _widths("--player-layers", player_layers, (64, 32))
+    for flag, v in (("--batch", batch), ("--embed-dim", embed_dim)):
         if v < 1:
-            fail(f"{name} must be ≥ 1, got {v}")
-    if players is not None and players < 2 * PRESETS[preset].team_size * PRESETS[preset].teams:
-        fail(f"--players must be ≥ {2 * PRESETS[preset].team_size * PRESETS[preset].teams}, got {players}")
+            fail(f"{flag} must be ≥ 1, got {v}")
+    if epochs is not None and epochs < 1:
+        fail(f"--epochs must be ≥ 1, got {epochs}")
+    if threads is not None and threads < 1:
+        fail(f"--threads must be ≥ 1, got {threads}")
     if not lr > 0:
         fail(f"--lr must be > 0, got {lr}")
+    if plot is not None and plot.suffix.lower() != ".png":
+        fail(f"--plot must name a .png file, got {str(plot)!r}")
+    arch_flags = ((f" --embed-dim {embed_dim}" if embed_dim != 12 else "")
+                  + (f" --player-layers {','.join(map(str, player))}" if player != (64, 32) else "")
+                  + (f" --head-layers {','.join(map(str, head)) or 'none'}" if head != (16,) else "")
+                  + (f" --batch {batch}" if batch != 256 else "") + (f" --lr {lr:g}" if lr != 2e-3 else ""))
+    if preset is not None:
+        _fit_preset(preset, out, seed, epochs or 20, matches, players, holdout, batch, lr, embed_dim, player, head,
+                    threads or 1, write_log, plot, quiet, arch_flags)
+        return
+    if not 0 < holdout_share < 1:
+        fail(f"--holdout-share must lie in (0, 1), got {holdout_share}")
+    if not 0 <= val_share < 1:
+        fail(f"--val-share must lie in [0, 1), got {val_share}")
+    if patience < 0:
+        fail(f"--patience must be ≥ 0, got {patience}")
+    if patience and val_share == 0:
+        fail("--patience needs --val-share > 0 (or --patience 0)")
+    for p in [*logs, *(holdout_logs or [])]:  # type: ignore[misc]
+        if not p.is_file():
+            fail(f"--logs: no such file {str(p)!r}")
+    from mgmatch.pipeline.fit_engagement import LogFitConfig, fit_log, write
+
+    n_epochs = epochs or 60
+    cfg = LogFitConfig(epochs=n_epochs, seed=seed, holdout_share=holdout_share, val_share=val_share,
+                       patience=patience, batch=batch, lr=float(lr), player_hidden=player, embed_dim=embed_dim,
+                       head_hidden=head, threads=threads or 2, name=name)
+    cmd = ("mgmatch fit-engagement " + " ".join(f"--logs {shlex.quote(str(p))}" for p in logs)  # type: ignore[union-attr]
+           + "".join(f" --holdout-logs {shlex.quote(str(p))}" for p in holdout_logs or [])
+           + f" --seed {seed} --epochs {n_epochs}"
+           + (f" --patience {patience}" if patience != 8 else "")
+           + (f" --holdout-share {holdout_share:g}" if holdout_share != 0.1 and not holdout_logs else "")
+           + (f" --val-share {val_share:g}" if val_share != 0.1 else "")
+           + arch_flags + (f" --threads {threads}" if threads is not None else "")
+           + (f" --name {shlex.quote(name)}" if name else "") + f" --out {shlex.quote(str(out))}")
+    result = fit_log(list(logs), cfg, holdout_logs=list(holdout_logs) if holdout_logs else None,  # type: ignore[arg-type]
+                     command=cmd, progress=not quiet)
+    write(result, out, plot)
+    r = result.record
+    emit({"out": str(out), "teams": r["teams"], "feature_dim": r["feature_dim"], "matches": r["matches"],
+          "holdout": r["holdout"], "epochs_run": r["epochs_run"], "best_epoch": r["best_epoch"],
+          "seconds": r["seconds"], **({"plot": str(plot)} if plot else {})})
+
+
+def _fit_preset(preset: str, out: Path, seed: int, epochs: int, matches: int, players: int | None, holdout: int,
+                batch: int, lr: float, embed_dim: int, player: tuple[int, ...], head: tuple[int, ...], threads: int,
+                write_log: Path | None, plot: Path | None, quiet: bool, arch_flags: str) -> None:
+    if preset not in PRESETS:
+        fail(f"--preset: unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
+    for flag, v in (("--matches", matches), ("--holdout", holdout)):
+        if v < 1:
+            fail(f"{flag} must be ≥ 1, got {v}")
+    if players is not None and players < 2 * PRESETS[preset].team_size * PRESETS[preset].teams:
+        fail(f"--players must be ≥ {2 * PRESETS[preset].team_size * PRESETS[preset].teams}, got {players}")
     from mgmatch.pipeline.fit_engagement import FitConfig, fit, write
 
     cmd = (f"mgmatch fit-engagement --preset {preset} --matches {matches} --epochs {epochs} --seed {seed}"
            + (f" --players {players}" if players is not None else "")
            + (f" --holdout {holdout}" if holdout != 20_000 else "")
-           + (f" --batch {batch}" if batch != 256 else "")
-           + (f" --lr {lr:g}" if lr != 2e-3 else "")
-           + (f" --embed-dim {embed_dim}" if embed_dim != 12 else "")
-           + (f" --head-hidden {head_hidden}" if head_hidden != 16 else "")
-           + f" --out {out}")
+           + arch_flags + (f" --threads {threads}" if threads != 1 else "")
+           + (f" --write-log {write_log}" if write_log else "") + f" --out {out}")
     cfg = FitConfig(preset, matches=matches, epochs=epochs, seed=seed, players=players, holdout_matches=holdout,
-                    batch=batch, lr=float(lr), embed_dim=embed_dim, head_hidden=(head_hidden,))
-    log = None if quiet else (lambda line: (sys.stderr.write(line + "\n"), sys.stderr.flush()))
-    result = fit(cfg, command=cmd, log=log)
-    write(result, out)
+                    batch=batch, lr=float(lr), player_hidden=player, embed_dim=embed_dim, head_hidden=head,
+                    threads=threads, write_log=str(write_log) if write_log else None)
+    result = fit(cfg, command=cmd, progress=not quiet)
+    write(result, out, plot)
     emit({"out": str(out), "holdout": result.record["holdout"], "seconds": result.record["seconds"]})
 
 

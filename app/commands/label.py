@@ -1,4 +1,8 @@
-"""``mgmatch label``: exact labels for training, in parallel, resumable (pipeline.label)."""
+"""``mgmatch label``: exact labels for training, in parallel, resumable (pipeline.label).
+
+Two sources: a directory of a game's own instance files with its engagement model
+(``--instances DIR --engagement ENG.json``, spec §6), or a preset's generator (``--preset --count``).
+"""
 
 from __future__ import annotations
 
@@ -10,29 +14,54 @@ import typer
 from mgmatch.app.cli import cli, emit, fail
 
 
-@cli.command("label", help="Generate preset instances, solve each exactly, store the optima as a dataset "
-                           "(resumable: a rerun skips done indexes). Prints a JSON summary with throughput.")
+@cli.command("label", help="Solve instances exactly and store the optima as a training dataset (resumable: a rerun "
+                           "skips what is done): every *.json of --instances DIR with --engagement ENG.json, or "
+                           "--count generated instances of a --preset. Prints a JSON summary with throughput.")
 def label_cmd(
-    preset: Annotated[str, typer.Option(help="Scenario preset (3v3, 12v12).")],
-    count: Annotated[int, typer.Option(help="Instances 0 … count−1.")],
     out: Annotated[Path, typer.Option(help="Dataset directory (created when missing).")],
-    seed: Annotated[int, typer.Option(help="Generator seed; instance i depends on (preset, seed, i).")] = 0,
+    instances: Annotated[Path | None, typer.Option("--instances", help="Directory of instance files "
+                                                   "(spec §1) to label.")] = None,
+    engagement: Annotated[Path | None, typer.Option("--engagement", help="The game's engagement model "
+                                                    "(with --instances).")] = None,
+    preset: Annotated[str | None, typer.Option(help="Or generate instances of a preset (3v3, 12v12).")] = None,
+    count: Annotated[int | None, typer.Option(help="--preset: instances 0 … count−1.")] = None,
+    seed: Annotated[int, typer.Option(help="--preset: generator seed; instance i depends on (preset, seed, i).")] = 0,
     workers: Annotated[int, typer.Option(help="Local worker processes (or CPUs of --ray local).")] = 1,
     time_limit_s: Annotated[float, typer.Option("--time-limit-s", help="Per-instance limit of the exact solve; "
                                                 "the best solution and its gap are kept when it is hit.")] = 60.0,
     ray: Annotated[str | None, typer.Option("--ray", help="Ray cluster address, or 'local' to start a local Ray.")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bar on stderr.")] = True,
 ) -> None:
-    from mgmatch.pipeline.label import label
-
-    if count < 0:
-        fail(f"--count must be ≥ 0, got {count}")
     if workers < 1:
         fail(f"--workers must be ≥ 1, got {workers}")
     if not time_limit_s > 0:
         fail(f"--time-limit-s must be > 0, got {time_limit_s}")
     if out.exists() and not out.is_dir():
         fail(f"--out {out} exists and is not a directory")
+    if (instances is None) == (preset is None):
+        fail("give either --instances DIR --engagement ENG.json or --preset NAME --count N")
+    if instances is not None:
+        if engagement is None:
+            fail("--instances needs --engagement ENG.json (the game's engagement model)")
+        if count is not None:
+            fail("--count applies to --preset only (--instances labels every *.json of the directory)")
+        if not instances.is_dir():
+            fail(f"--instances {instances}: no such directory")
+        if not engagement.is_file():
+            fail(f"--engagement {engagement}: no such file")
+        from mgmatch.pipeline.label import label_instances
+
+        emit(label_instances(instances, engagement, out, workers=workers, time_limit_s=time_limit_s,
+                             ray_address=ray, progress=progress).to_json())
+        return
+    if engagement is not None:
+        fail("--engagement applies to --instances (a preset uses its shipped model)")
+    if count is None:
+        fail("--preset needs --count N")
+    if count < 0:
+        fail(f"--count must be ≥ 0, got {count}")
+    from mgmatch.pipeline.label import label
+
     run = label(preset, count, seed, out, workers=workers, time_limit_s=time_limit_s, ray_address=ray,
                 progress=progress)
     emit(run.to_json())
