@@ -330,7 +330,7 @@ class Rec:
 @dataclass
 class _Tally:
     codes: Counter = field(default_factory=Counter)
-    transport_errors: int = 0
+    transport_errors: Counter = field(default_factory=Counter)   # by exception class (ReadTimeout, ConnectError, …)
     rejected: list[str] = field(default_factory=list)   # non-retryable refusals of a POST (status: body)
     gave_up: int = 0
 
@@ -353,6 +353,7 @@ class ChaosRun:
         self.settling = False
         self.settled: dict[str, bool] = {}
         self.flushed_codes: Counter = Counter()
+        self.transient_404 = 0
         self.ingest_s = 0.0
         self.leftover: list[Rec] = []
         self.pre_leftover: list[Rec] = []
@@ -376,15 +377,16 @@ class ChaosRun:
             wait = backoff
             try:
                 r = await self.client.post("/v1/tickets", content=body, headers=headers)
-            except httpx.TransportError:
-                self.tally.transport_errors += 1
+            except httpx.TransportError as err:
+                self.tally.transport_errors[type(err).__name__] += 1
             else:
                 self._count(r)
                 if r.status_code in (200, 201):
                     v = r.json()
                     now = time.time()
                     self.first_accept_t = self.first_accept_t or now
-                    rec = Rec(i, v["id"], self.phase, v["players"], v["created_at"], v["status"])
+                    # polled before it counts (a replayed key may answer with a ticket already matched)
+                    rec = Rec(i, v["id"], self.phase, v["players"], v["created_at"])
                     self.recs.append(rec)
                     self.by_player.update((p, rec) for p in rec.players)
                     return
@@ -406,8 +408,8 @@ class ChaosRun:
         async with sem:
             try:
                 r = await self.client.get(f"/v1/tickets/{rec.id}")
-            except httpx.TransportError:
-                self.tally.transport_errors += 1
+            except httpx.TransportError as err:
+                self.tally.transport_errors[type(err).__name__] += 1
                 return
         self._count(r)
         if into is not None:  # the after-flush check: only the code matters
@@ -471,8 +473,15 @@ class ChaosRun:
                 self._event(f"{label}: gave up with {len(pending)} tickets unmatched "
                             f"({dict(Counter(r.status for r in pending))})")
                 return False
-            await self._poll(pending[:2000])
-            await asyncio.sleep(0.25)
+            await self._poll(sorted(pending, key=lambda r: r.polled_t)[:200])  # least recently polled first
+            await asyncio.sleep(0.5)
+
+    async def _recheck_404(self, phase: int) -> None:
+        """Read the tickets that answered 404 once more: a ticket that reappears was reported gone
+        while it existed (counted in ``transient_404``); its new status stands."""
+        gone = [r for r in self.recs if r.phase == phase and r.status == "404"]
+        await self._poll(gone)
+        self.transient_404 += sum(r.status != "404" for r in gone)
 
     def _match_size(self) -> int:
         from mgmatch.core.presets import get_preset
@@ -502,6 +511,7 @@ class ChaosRun:
         before = len(self.recs)
         self._event(f"ingest paused at {before} accepted; waiting for them to match before FLUSHALL")
         await self._settle(0, "before flush")
+        await self._recheck_404(0)
         self.pre_leftover = list(self.leftover)
         await asyncio.to_thread(self.redis.flushall)
         self.phase = 1
@@ -546,6 +556,7 @@ class ChaosRun:
             self.settling = True
             poller.cancel()
             await self._settle(self.phase, "end")
+            await self._recheck_404(self.phase)
             if plan.flush:
                 flushed = [r for r in self.recs if r.phase == 0]
                 await self._poll(flushed, into=self.flushed_codes)
@@ -577,13 +588,15 @@ class ChaosRun:
             "matched": len(matched), "matched_players": check.matched_players, "matches": check.matches,
             "lost": len(lost), "lost_by_status": dict(Counter(r.status for r in lost)),
             "lost_sample": [r.id for r in lost[:5]], "leftover": len(leftover_ids),
+            "transient_404": self.transient_404,
             "flushed_not_404": sum(n for c, n in self.flushed_codes.items() if c != 404) if plan.flush else None,
             "flushed_codes": {str(c): n for c, n in sorted(self.flushed_codes.items())},
             "double_booked": len(check.double_booked), "double_booked_sample": check.double_booked[:5],
             "inconsistent_tickets": len(check.inconsistent), "malformed_matches": len(check.malformed),
             "http_5xx_non_503": non503, "http_503": codes.get(503, 0),
             "http_codes": {str(c): n for c, n in sorted(codes.items())},
-            "transport_errors": self.tally.transport_errors,
+            "transport_errors": sum(self.tally.transport_errors.values()),
+            "transport_error_kinds": dict(self.tally.transport_errors),
             "players_per_s": round(check.matched_players / span, 1) if span and span > 0 else None,
             "wait_p50_s": percentile(waits, 50), "wait_p99_s": percentile(waits, 99),
             "wait_source": self.wait_source,
@@ -597,9 +610,10 @@ def run_chaos(plan: ChaosPlan, say: Callable[[str], None] | None = None) -> dict
 
     Report keys: ``accepted``; ``matched`` (tickets) and ``matched_players``; ``lost`` (accepted,
     kept by Redis, not matched; ``lost_by_status`` says how they ended: ``404``, ``expired``,
-    ``queued``, ``proposed``); ``leftover``; ``flushed_not_404`` (tickets from before the flush that
-    still read); ``double_booked`` (players in two matches), ``inconsistent_tickets``,
-    ``malformed_matches``; ``http_5xx_non_503``, ``http_503``, ``transport_errors``; ``players_per_s``
+    ``queued``, ``proposed``); ``leftover``; ``transient_404`` (tickets that read 404 and existed after
+    all); ``flushed_not_404`` (tickets from before the flush that still read); ``double_booked``
+    (players in two matches), ``inconsistent_tickets``, ``malformed_matches``; ``http_5xx_non_503``,
+    ``http_503``, ``transport_errors`` (``transport_error_kinds`` by exception); ``players_per_s``
     (matched players / time from the first accept to the last match, the flush pause included);
     ``wait_p50_s``/``wait_p99_s`` (ticket ``created_at`` → match time; ``wait_source`` says whether
     that is the API's ``match.matched_at`` or when the poller first saw it matched); ``elapsed_s``;

@@ -25,7 +25,8 @@ ROWS = [
     ("accepted", "accepted"), ("not accepted (503s past the retry window, or refused)", "not_accepted"),
     ("accepted before / after FLUSHALL", None), ("matched (tickets)", "matched"),
     ("matched players", "matched_players"), ("lost", "lost"), ("leftover (< one match)", "leftover"),
-    ("flushed tickets not reading 404", "flushed_not_404"), ("double-booked players", "double_booked"),
+    ("flushed tickets not reading 404", "flushed_not_404"), ("tickets that read 404, then existed", "transient_404"),
+    ("double-booked players", "double_booked"),
     ("inconsistent tickets / malformed matches", None), ("HTTP 5xx other than 503", "http_5xx_non_503"),
     ("HTTP 503", "http_503"), ("dropped connections", "transport_errors"),
     ("players matched per second", "players_per_s"), ("wait p50 (s)", "wait_p50_s"), ("wait p99 (s)", "wait_p99_s"),
@@ -48,7 +49,8 @@ def markdown(r: dict) -> str:
     lines.append("")
     if r["lost"]:
         lines.append(f"lost by status: {r['lost_by_status']} (e.g. {', '.join(r['lost_sample'])})")
-    lines.append(f"wait measured from: {r['wait_source']}; HTTP codes: {r['http_codes']}")
+    lines.append(f"wait measured from: {r['wait_source']}; HTTP codes: {r['http_codes']}"
+                 + (f"; dropped connections: {r['transport_error_kinds']}" if r["transport_errors"] else ""))
     lines.append("events: " + "; ".join(f"{e['t']}s {e['what']}" for e in r["events"]))
     for name, p in r.get("processes", {}).items():
         if p["tracebacks"] or p["error_lines"] or not p["running"]:
@@ -61,7 +63,8 @@ def markdown(r: dict) -> str:
 def passed(r: dict) -> bool:
     """Every ticket accepted, nothing lost, nobody double-booked, every match consistent, no 5xx but 503, flushed tickets gone."""
     return (r["accepted"] > 0 and r["not_accepted"] == 0 and r["lost"] == 0 and r["double_booked"] == 0 and r["inconsistent_tickets"] == 0
-            and r["malformed_matches"] == 0 and r["http_5xx_non_503"] == 0 and not r["flushed_not_404"])
+            and r["malformed_matches"] == 0 and r["http_5xx_non_503"] == 0 and not r["flushed_not_404"]
+            and r["transient_404"] == 0)
 
 
 @bench_app.command("chaos", help="Kill workers and Redis, FLUSHALL, while ingesting tickets over HTTP: lost, "
