@@ -13,13 +13,11 @@ import sys
 from typing import Any, NoReturn
 
 import typer
+from typer._click import (
+    exceptions as cx,  # typer ≥ 0.26 vendors its own click; its exceptions are not click's
+)
 
 from mgmatch.core.errors import InvalidInput
-
-try:  # typer ≥ 0.20 vendors its own click; its exceptions are not click's
-    from typer._click import exceptions as cx
-except ImportError:  # pragma: no cover - older typer on upstream click
-    from click import exceptions as cx
 
 cli = typer.Typer(
     name="mgmatch",

@@ -37,20 +37,6 @@ from .config import ModelFile, ModelsConfig
 log = logging.getLogger("mgmatch.models")
 
 
-def __getattr__(name: str) -> Any:
-    """``PREDICTOR_METHODS`` (method → predictor-name suffix), derived from the solver registrations.
-
-    Kept for callers that still import it; new code asks
-    ``mgmatch.solvers.base.method_info(method).predictor_name(model, predictor)``.
-    """
-    if name == "PREDICTOR_METHODS":
-        from mgmatch.solvers.base import method_info, methods
-
-        infos = [method_info(m) for m in methods()]
-        return {i.name: i.predictor_suffix for i in infos if i.needs_predictor}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 class PredictorDown(RuntimeError):
     """The predictor cannot answer (not loadable, failing, or late). ``reason`` labels the metric."""
 

@@ -168,7 +168,9 @@ class Runtime:
 
     def warm(self) -> dict[str, str]:
         """Load every predictor a pool or an arm will ask for now, not inside the first solve's budget."""
-        from .models_hub import PREDICTOR_METHODS, PredictorDown
+        from mgmatch.solvers.base import method_info
+
+        from .models_hub import PredictorDown
 
         loaded: dict[str, str] = {}
         if self.predictors is None:
@@ -181,8 +183,9 @@ class Runtime:
                 methods += [(a.method or p.method, a.predictor or p.predictor, a.engagement_model or p.engagement_model)
                             for a in exp.config.arms]
             for method, predictor, model in methods:
-                if method in PREDICTOR_METHODS and (predictor or model):
-                    wanted.append(predictor or f"{model}{PREDICTOR_METHODS[method]}")
+                name = method_info(method).predictor_name(model, predictor)
+                if name is not None:
+                    wanted.append(name)
         for name in dict.fromkeys(wanted):
             try:
                 loaded[name] = self.predictors.get(name).version
