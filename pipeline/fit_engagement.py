@@ -181,7 +181,7 @@ def fit_log(logs: list[str | Path], cfg: LogFitConfig, *, holdout_logs: list[str
     t_read = time.perf_counter() - t0
     train_idx, val_idx, hold_idx = _split(data.matches, cfg, hold_data is not None)
     if hold_data is None:
-        hold_data, hold_idx = data, hold_idx
+        hold_data = data
     else:
         hold_idx = np.arange(hold_data.matches)
 
@@ -208,6 +208,7 @@ def fit_log(logs: list[str | Path], cfg: LogFitConfig, *, holdout_logs: list[str
                     "train": int(len(train_idx)), "validation": int(len(val_idx)), "holdout": int(len(hold_idx))},
         "epochs": cfg.epochs, "epochs_run": fit_info["epochs_run"], "best_epoch": fit_info["best_epoch"],
         "early_stopping": {"patience": cfg.patience, "on": "validation mse"} if cfg.patience else None,
+        "curve": fit_info["curve"],
         "batch": cfg.batch, "lr": cfg.lr, "threads": cfg.threads,
         "loss": "mse",
         "target": "engagement (as logged)",
@@ -247,6 +248,7 @@ def _train(data: MatchData, train_idx: np.ndarray, val_idx: np.ndarray, cfg: Log
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=steps, pct_start=0.1)
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 0x65706F63]))
     best_val, best_state, best_epoch, stale, epoch = math.inf, None, cfg.epochs, 0, 0
+    curve: list[dict[str, Any]] = []
     bar = None
     if progress:
         from tqdm import tqdm
@@ -268,14 +270,17 @@ def _train(data: MatchData, train_idx: np.ndarray, val_idx: np.ndarray, cfg: Log
                 total += float(loss.detach()) * len(idx)
             train_mse = total / len(train_idx) * net.target_scale ** 2
             post = {"train_mse": f"{train_mse:.4g}"}
+            point: dict[str, Any] = {"epoch": epoch, "train_mse": round(train_mse, 6)}
             if len(val_idx):
                 val_mse = float(np.mean((predict(net, data, val_idx) - data.y[val_idx]) ** 2))
                 post["val_mse"] = f"{val_mse:.4g}"
+                point["val_mse"] = round(val_mse, 6)
                 if val_mse < best_val:
                     best_val, best_epoch, stale = val_mse, epoch, 0
                     best_state = copy.deepcopy(net.state_dict())
                 else:
                     stale += 1
+            curve.append(point)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(post)
@@ -289,7 +294,7 @@ def _train(data: MatchData, train_idx: np.ndarray, val_idx: np.ndarray, cfg: Log
     else:
         best_epoch = epoch
     net.eval()
-    return net, {"epochs_run": epoch, "best_epoch": best_epoch}
+    return net, {"epochs_run": epoch, "best_epoch": best_epoch, "curve": curve}
 
 
 def plot_png(result: FitResult) -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,28 +20,40 @@ from mgmatch.pipeline.fit_engagement import FitConfig, fit
 @pytest.fixture(scope="module")
 def quick():
     torch.set_num_threads(1)
-    return fit(FitConfig("3v3", matches=6000, epochs=4, seed=3, players=6000, holdout_matches=2000))
+    return fit(FitConfig("3v3", matches=4000, epochs=5, seed=3, players=4000, holdout_matches=1000, batch=64))
 
 
-def test_fit_beats_the_target_variance_on_unseen_players(quick):
+def test_preset_fit_beats_the_target_variance_on_unseen_players(quick):
     h = quick.record["holdout"]
     assert h["mse"] < 0.5 * h["target_var"], h
     pred_const = float(np.mean((quick.holdout.y - quick.holdout.y.mean()) ** 2))
     assert h["mse"] < 0.5 * pred_const
+    assert h["world"].startswith("fresh players") and h["matches"] == 1000
 
 
-def test_training_record(quick):
+def test_preset_training_record(quick):
     r = quick.record
-    assert r["command"].startswith("mgmatch fit-engagement --preset 3v3 --matches 6000 --epochs 4 --seed 3")
-    assert r["seed"] == 3 and r["matches"] == 6000 and r["epochs"] == 4
+    assert r["command"].startswith("mgmatch fit-engagement --preset 3v3 --matches 4000 --epochs 5 --seed 3")
+    assert r["seed"] == 3 and r["matches"]["train"] == 4000 and r["epochs"] == 5
     assert r["architecture"]["head_layers"] == [24, 16, 1]
-    assert {"mse", "mae", "target_var"} <= set(r["holdout"]) and r["date"].endswith("Z")
+    assert (r["teams"], r["feature_dim"]) == (2, 196) and r["team_sizes"] == {"min": [3, 3], "max": [3, 3]}
+    assert {"mse", "mae", "r2", "target_var"} <= set(r["holdout"]) and r["date"].endswith("Z")
+    assert quick.model.name == "3v3" and r["seconds"]["simulate"] >= 0
 
 
-def _numpy_engagement(model, hist, m: int) -> float:
-    D, K = hist.teams.shape[1:]
-    emb = model.embed(hist.features[hist.teams[m].reshape(-1)].astype(np.float64))
-    return float(model.evaluate(emb, np.repeat(np.arange(D), K)))
+def test_preset_simulator_writes_spec_match_log_lines():
+    from mgmatch.core.presets import PRESETS
+    from mgmatch.core.world import matchlog_lines, simulate_history
+    from mgmatch.pipeline.matchlog import check_line
+
+    hist = simulate_history(PRESETS["3v3"].world, 200, 5, np.random.default_rng(0))
+    lines = [json.loads(t) for t in matchlog_lines(hist)]
+    assert lines[0]["format"] == "mgmatch-matchlog/v1" and "format" not in lines[1]
+    for n, obj in enumerate(lines, start=1):
+        sizes, dim, y = check_line(obj, Path("sim.jsonl"), n, n == 1, 2, 196)
+        assert sizes == [3, 3] and dim == 196 and y == pytest.approx(hist.y[n - 1], abs=1e-8)
+    ids = [p["id"] for t in lines[2]["teams"] for p in t]
+    assert ids == [f"p{i}" for i in hist.teams[2].reshape(-1)]
 
 
 def test_export_parity_numpy_json_vs_torch(quick, tmp_path):
@@ -48,12 +61,13 @@ def test_export_parity_numpy_json_vs_torch(quick, tmp_path):
     path.write_text(json.dumps(quick.model.to_json()))
     model = parse_engagement(json.loads(path.read_text()))
     net = quick.net.double().eval()
-    hist = quick.holdout
-    idx = np.arange(0, len(hist.y), 40)
+    hold = quick.holdout
+    idx = np.arange(0, hold.matches, 40)
     with torch.no_grad():
-        X = torch.as_tensor(hist.features[hist.teams[idx]], dtype=torch.float64)
-        ref = net(X).numpy()
-    got = np.array([_numpy_engagement(model, hist, m) for m in idx])
+        ref = net(torch.as_tensor(hold.features[idx], dtype=torch.float64)).numpy()
+    D, K = hold.features.shape[1:3]
+    got = np.array([float(model.evaluate(model.embed(hold.features[m].reshape(D * K, -1).astype(np.float64)),
+                                         np.repeat(np.arange(D), K))) for m in idx])
     assert np.max(np.abs(got - ref)) <= 1e-5
     quick.net.float()
 
@@ -80,18 +94,21 @@ def test_bad_fit_config_is_invalid_input():
     with pytest.raises(InvalidInput):
         fit(FitConfig("3v3", matches=0, epochs=1))
     with pytest.raises(InvalidInput):
-        fit(FitConfig("3v3", matches=10, epochs=1, head_hidden=(16, 16)))
+        fit(FitConfig("3v3", matches=10, epochs=1, head_hidden=(16, 0)))
+    with pytest.raises(InvalidInput):
+        fit(FitConfig("3v3", matches=10, epochs=1, head_hidden=(512,)))
 
 
-def test_fit_cli_writes_a_model_and_rejects_bad_input(tmp_path, capsys):
-    out = tmp_path / "m.json"
+def test_preset_fit_cli_writes_a_model_and_its_log_and_rejects_bad_input(tmp_path, capsys):
+    out, log = tmp_path / "m.json", tmp_path / "sim.jsonl"
     with pytest.raises(SystemExit) as ex:
-        main(["fit-engagement", "--preset", "12v12", "--matches", "600", "--epochs", "1", "--players", "2000",
-              "--holdout", "300", "--quiet", "--out", str(out)])
+        main(["fit-engagement", "--preset", "12v12", "--matches", "300", "--epochs", "1", "--players", "2000",
+              "--holdout", "200", "--quiet", "--write-log", str(log), "--out", str(out)])
     assert ex.value.code == 0, capsys.readouterr().err
     m = parse_engagement(json.loads(out.read_text()))
     assert (m.teams, m.feature_dim) == (2, 66)
-    assert m.training["command"].endswith(f"--out {out}")
+    assert m.training["command"].endswith(f"--out {out}") and m.training["logs"] == [str(log)]
+    assert len(log.read_text().splitlines()) == 300
     capsys.readouterr()
     with pytest.raises(SystemExit) as ex:
         main(["fit-engagement", "--preset", "7v7", "--out", str(tmp_path / "x.json")])
