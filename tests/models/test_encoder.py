@@ -184,3 +184,51 @@ def test_engagement_gradient_matches_finite_differences():
         assert g[i, j] == pytest.approx((eng(x) - eng(xbar)) / eps, rel=1e-3, abs=1e-6)
     col = VAR_COLUMNS.index("eng_grad")
     np.testing.assert_allclose(encode(prob).var_feat[: N * D, col], g.reshape(-1), rtol=1e-5, atol=1e-6)
+
+
+def _random_model(teams: int, feature_dim: int, seed: int):
+    from mgmatch.core.engagement import parse_engagement
+
+    r = np.random.default_rng(seed)
+
+    def layer(o, i):
+        return {"weight": r.normal(0, 0.5, (o, i)).tolist(), "bias": r.normal(0, 0.1, o).tolist()}
+
+    return parse_engagement({"format": "mgmatch-engagement/v1", "teams": teams, "feature_dim": feature_dim,
+                             "player_layers": [layer(8, feature_dim), layer(4, 8)],
+                             "head_layers": [layer(6, 4 * teams), layer(1, 6)]})
+
+
+def _own_instance(n: int, sizes: list[int], feature_dim: int, seed: int):
+    r = np.random.default_rng(seed)
+    players = [{"id": f"u{k}", "features": r.normal(0, 1, feature_dim).round(4).tolist(),
+                "skill": float(1500 + 100 * r.normal())} for k in range(n)]
+    return parse_instance({"format": "mgmatch-instance/v1", "teams": len(sizes), "team_sizes": sizes,
+                           "players": players, "rules": [{"kind": "skill_balance", "max_diff": 300.0},
+                                                         {"kind": "avoid", "players": ["u0", "u1"],
+                                                          "scope": "team"}]})
+
+
+@pytest.mark.parametrize("encoding", ["logical", "linear", "bigm"])
+def test_any_team_count_sizes_and_feature_width_encode_and_batch(encoding):
+    """No preset assumed: 3 teams of sizes 2, 3, 1 and 4 features, batched with a pool of another size."""
+    from mgmatch.core.engagement import engagement_gradient
+
+    m = _random_model(3, 4, seed=1)
+    probs = [Problem(_own_instance(n, [2, 3, 1], 4, seed=n), m) for n in (8, 11)]
+    gs = [encode(p, encoding) for p in probs]
+    for p, g in zip(probs, gs, strict=True):
+        N = p.instance.n
+        assert g.x_index.shape == (N, 3) and g.player_emb.shape == (N, 4)
+        grad = engagement_gradient(m, p.embeddings, (2, 3, 1))
+        np.testing.assert_allclose(g.var_feat[g.x_index.reshape(-1), V["eng_grad"]], grad.reshape(-1), rtol=1e-5,
+                                   atol=1e-6)
+        # the team-size rows Σ_i x_ij = K_j, one per team with its own size
+        eq = [(int(g.cons_feat[c, C["n_terms"]]), float(g.cons_feat[c, C["rhs"]])) for c in range(len(g.cons_feat))
+              if g.cons_feat[c, C["sense_eq"]] == 1 and g.cons_feat[c, C["n_terms"]] == N]
+        assert sorted(rhs for _, rhs in eq) == [1.0, 2.0, 3.0]
+    gb = batch(gs)
+    assert gb.player_emb.shape == (2, 11, 4) and gb.shapes == [(8, 3), (11, 3)]
+    k = 8 * 3 + 5 * 3 + 2  # graph 1, player 5, team 2
+    assert gb.x_token[k] == (1 * 11 + 5) * 3 + 2
+    assert gb.x_var[k] == gs[0].var_feat.shape[0] + gs[1].x_index[5, 2]
