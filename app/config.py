@@ -20,7 +20,18 @@ experiments:
 models:
   predictors: [{name: 3v3, path: models/3v3.onnx, sha256: "…"}]
   engagement: [{name: custom, path: models/custom.json, sha256: "…"}]
+capture: {dir: captures, sample_rate: 0.05, salt: "…"}    # opt-in; a pool may carry its own
 ```
+
+A pool may instead name its files directly, each pinned by its SHA-256 (paths relative to the
+config file's folder when read with :func:`load_config`)::
+
+    engagement_model: {path: eng.json, sha256: "…"}
+    predictor: {path: model.onnx, sha256: "…"}
+
+They become ``models.engagement`` / ``models.predictors`` entries named after the pool (so
+``/v1/solve`` instances naming ``engagement_model: <pool>`` use them too); a wrong digest or a
+missing file stops start-up with the field's path (``pools[k].engagement_model.sha256``).
 
 Everything is validated when the file is read; a bad value stops the process with the field's path.
 """
@@ -31,7 +42,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from mgmatch.core.errors import InvalidInput, from_pydantic
 from mgmatch.core.limits import MAX_TEAM_SIZE, MAX_TEAMS
@@ -63,16 +82,43 @@ class DispatchConfig(_Strict):
         return make_policy(self.policy, **{**self.params, "max_candidates": max_candidates})
 
 
+class PinnedFile(_Strict):
+    """A model file named by a pool: its path and its required SHA-256 pin."""
+
+    path: Path
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="The file's SHA-256 (lower-case hex).")
+
+
+class CaptureConfig(_Strict):
+    """Opt-in recording of solved candidate pools as spec instance files (:mod:`mgmatch.app.capture`)."""
+
+    dir: Path = Field(description="Folder the instance files go to (created when missing).")
+    sample_rate: float = Field(default=1.0, ge=0.0, le=1.0, description="Share of solves recorded (seeded draw).")
+    salt: str = Field(min_length=8, max_length=256,
+                      description="Key of the HMAC-SHA-256 that pseudonymizes player ids (keep it secret, keep it "
+                                  "stable: the same player gets the same pseudonym across captures).")
+    seed: int = Field(default=0, description="Seed of the sampling draw (a solve's draw depends on seed and pool).")
+    max_files: int = Field(default=10_000, ge=1, le=10_000_000, description="Stop recording after this many files.")
+    max_bytes: int = Field(default=1 << 30, ge=1024, description="Stop recording after this many bytes in all.")
+    queue: int = Field(default=256, ge=1, le=100_000,
+                       description="Solves waiting for the writer thread; beyond it a capture is dropped (counted).")
+    solve_requests: bool = Field(default=False, description="Global capture only: also record /v1/solve instances.")
+
+
 class PoolConfig(_Strict):
     name: str = Field(pattern=POOL_NAME)
     teams: int = Field(default=2, ge=2, le=MAX_TEAMS)
     team_size: int | None = Field(default=None, ge=1, le=MAX_TEAM_SIZE)
     team_sizes: list[int] | None = None
     rules: list[dict[str, Any]] = Field(default_factory=list)
-    engagement_model: str | None = None
+    engagement_model: str | PinnedFile | None = Field(
+        default=None, description="A preset or models.engagement name, or {path, sha256} of the pool's own file.")
     method: str = "exact"
     fallback_method: str = "surrogate"
-    predictor: str | None = Field(default=None, description="Predictor name/path for mgmatch/bgcn; default: the model's.")
+    predictor: str | PinnedFile | None = Field(
+        default=None, description="Predictor name for mgmatch/bgcn (default: the model's), or {path, sha256}.")
+    capture: CaptureConfig | None = Field(default=None, description="Record this pool's solves (overrides the "
+                                                                      "global capture for this pool).")
     time_budget_ms: float = Field(default=100.0, gt=0, le=60_000)
     dispatch: DispatchConfig = Field(default_factory=DispatchConfig)
     max_candidates: int = Field(default=HARD_MAX_CANDIDATES, ge=2, le=HARD_MAX_CANDIDATES)
@@ -169,6 +215,12 @@ class ModelFile(_Strict):
     path: Path
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$",
                                description="Pinned digest; None = read the digest from PATH.sha256 (written by export).")
+    #: the config field that named the file when a pool did (``pools[k].predictor``), else None
+    _where: str | None = PrivateAttr(default=None)
+
+    @property
+    def where(self) -> str | None:
+        return self._where
 
 
 class ModelsConfig(_Strict):
@@ -191,12 +243,14 @@ class ServiceConfig(_Strict):
     experiments: list[ExperimentConfig] = Field(default_factory=list)
     models: ModelsConfig = Field(default_factory=ModelsConfig)
     default_engagement_model: str | None = Field(default=None, description="Model for /v1/solve instances that name none.")
+    capture: CaptureConfig | None = Field(default=None, description="Record solved pools as instance files.")
 
     @model_validator(mode="after")
     def _refs(self) -> ServiceConfig:
         names = [p.name for p in self.pools]
         if len(set(names)) != len(names):
             raise ValueError("pool names must be unique")
+        self._pool_files()
         if SOLVE_POOL in names:
             raise ValueError(f"pool name {SOLVE_POOL!r} is reserved for /v1/solve")
         for e in self.experiments:
@@ -204,6 +258,31 @@ class ServiceConfig(_Strict):
                 if p not in names and p != SOLVE_POOL:
                     raise ValueError(f"experiment {e.name!r} names unknown pool {p!r}")
         return self
+
+    def _pool_files(self) -> None:
+        """Turn pools' ``{path, sha256}`` model files into named ``models`` entries (named after the pool)."""
+        for k, p in enumerate(self.pools):
+            for attr, entries in (("engagement_model", self.models.engagement), ("predictor", self.models.predictors)):
+                f = getattr(p, attr)
+                if not isinstance(f, PinnedFile):
+                    continue
+                if any(m.name == p.name for m in entries):
+                    section = "engagement" if attr == "engagement_model" else "predictors"
+                    raise ValueError(f"pools[{k}].{attr}: models.{section} already has an entry named {p.name!r} "
+                                     "(a pool's own file takes the pool's name)")
+                entry = ModelFile(name=p.name, path=f.path, sha256=f.sha256)
+                entry._where = f"pools[{k}].{attr}"
+                entries.append(entry)
+                setattr(p, attr, p.name)
+
+    def capture_for(self, pool: str) -> CaptureConfig | None:
+        """The capture settings of a pool (its own, else the global ones), or of /v1/solve (``solve``)."""
+        if pool == SOLVE_POOL:
+            return self.capture if self.capture is not None and self.capture.solve_requests else None
+        p = self.pool(pool)
+        if p is not None and p.capture is not None:
+            return p.capture
+        return self.capture
 
     def pool(self, name: str) -> PoolConfig | None:
         for p in self.pools:
@@ -235,8 +314,39 @@ def parse_config(obj: Any, where: str = "config") -> ServiceConfig:
         raise from_pydantic(err, where) from None
 
 
+def _relative_to(obj: Any, base: Path) -> Any:
+    """The config object with pools' own model-file paths and capture folders made relative to ``base``."""
+    if not isinstance(obj, dict):
+        return obj
+
+    def fix(d: Any, key: str) -> None:
+        if isinstance(d, dict) and isinstance(d.get(key), str) and not Path(d[key]).is_absolute():
+            d[key] = str(base / d[key])
+
+    obj = dict(obj)
+    if isinstance(obj.get("pools"), list):
+        pools = []
+        for p in obj["pools"]:
+            if isinstance(p, dict):
+                p = dict(p)
+                for attr in ("engagement_model", "predictor", "capture"):
+                    if isinstance(p.get(attr), dict):
+                        p[attr] = dict(p[attr])
+                        fix(p[attr], "dir" if attr == "capture" else "path")
+            pools.append(p)
+        obj["pools"] = pools
+    if isinstance(obj.get("capture"), dict):
+        obj["capture"] = dict(obj["capture"])
+        fix(obj["capture"], "dir")
+    return obj
+
+
 def load_config(path: str | Path | None) -> ServiceConfig:
-    """Read the YAML config (or the built-in default when ``path`` is None)."""
+    """Read the YAML config (or the built-in default when ``path`` is None).
+
+    A pool's own model files (``{path, sha256}``) and capture folders given as relative paths are
+    taken relative to the config file's folder; ``models:`` entries keep the working directory.
+    """
     if path is None:
         return parse_config(DEFAULT_CONFIG, "default config")
     p = Path(path)
@@ -244,7 +354,9 @@ def load_config(path: str | Path | None) -> ServiceConfig:
         obj = yaml.safe_load(p.read_text())
     except FileNotFoundError:
         raise InvalidInput(str(p), "no such file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InvalidInput(str(p), f"cannot read: {err}") from None
     except yaml.YAMLError as err:
         raise InvalidInput(str(p), f"not valid YAML: {str(err).splitlines()[0]}") from None
-    return parse_config(obj, str(p))
+    return parse_config(_relative_to(obj, p.parent), str(p))
 

@@ -5,6 +5,8 @@ A method that needs a predictor (``mgmatch``, ``bgcn``) gets it through a deadli
 predictor is missing, failing or later than ``PREDICT_SHARE`` of the budget, the solve falls back
 to the plan's model-free ``fallback_method`` within the same deadline, counts
 ``mgmatch_predictor_fallback_total`` and says so on the Solution (``fallback``: the reason).
+With a ``capture`` (:mod:`mgmatch.app.capture`), the solved pool is offered to it after the
+solve, outside the budget (a draw and a non-blocking put; the writing runs on its own thread).
 """
 
 from __future__ import annotations
@@ -51,10 +53,11 @@ class Engine:
     """Binds models, predictors and solvers; thread-safe (one Engine per process)."""
 
     def __init__(self, engagement: EngagementModels, predictors: Predictors | Any | None,
-                 default_model: str | None = None):
+                 default_model: str | None = None, capture: Any | None = None):
         self.engagement = engagement
         self.predictors = predictors
         self.default_model = default_model
+        self.capture = capture  # mgmatch.app.capture.Capture, or None
         methods()  # import every solver module now, not inside the first solve's budget
         self._warned: dict[tuple[str, str], float] = {}
 
@@ -125,6 +128,8 @@ class Engine:
         sol = sol.model_copy(update=extra)
         metrics.record_solution(pool, method, arm, sol.status, sol.objective, sol.gap)
         metrics.STAGE_SECONDS.labels("end_to_end", pool, method, arm).observe(time.perf_counter() - t0)
+        if self.capture is not None:
+            self.capture.offer(pool, instance, sol)
         return sol
 
 

@@ -80,18 +80,28 @@ def _engagement_version(model: EngagementModel, name: str) -> str:
     return str(tr.get("version") or tr.get("sha256") or model.name or name)
 
 
+def entry_field(entry: ModelFile, section: str) -> str:
+    """The config path of a model file entry: the pool field that named it, else ``models.<section>[name]``."""
+    return entry.where or f"models.{section}[{entry.name}]"
+
+
 def _load_engagement_file(entry: ModelFile) -> EngagementModel:
+    where = entry_field(entry, "engagement")
     path = Path(entry.path)
     if path.suffix != ".json":
-        raise InvalidInput(f"models.engagement[{entry.name}].path", "engagement models load from JSON files only")
+        raise InvalidInput(f"{where}.path", "engagement models load from JSON files only")
     if entry.sha256 is None:
-        raise InvalidInput(f"models.engagement[{entry.name}].sha256", "an engagement model file needs a pinned sha256")
-    if not path.exists():
-        raise InvalidInput(f"models.engagement[{entry.name}].path", f"no such file {path}")
+        raise InvalidInput(f"{where}.sha256", "an engagement model file needs a pinned sha256")
+    if not path.is_file():
+        raise InvalidInput(f"{where}.path", f"no such file {path}")
     digest = sha256_file(path)
     if digest != entry.sha256:
-        raise InvalidInput(f"models.engagement[{entry.name}].sha256", f"file digest {digest} does not match the pin")
-    model = parse_engagement(json.loads(path.read_text()), str(path))
+        raise InvalidInput(f"{where}.sha256", f"{path}: file digest {digest} does not match the pin {entry.sha256}")
+    try:
+        obj = json.loads(path.read_text())
+    except (UnicodeDecodeError, ValueError) as err:
+        raise InvalidInput(f"{where}.path", f"{path}: not valid JSON: {err}") from None
+    model = parse_engagement(obj, str(path))
     model = model.model_copy(update={"name": entry.name,
                                      "training": {**(model.training or {}), "sha256": digest[:12]}})
     model.model_post_init(None)
@@ -132,6 +142,25 @@ def _load_onnx(entry: ModelFile) -> tuple[Any, str]:
         return OnnxPredictor(str(path), sha256=pin), digest
     except (InvalidInput, OSError, ValueError, RuntimeError) as err:  # bad sidecar, feature version, onnx load
         raise PredictorDown("rejected", f"{path}: {err}") from None
+
+
+def verify_pin(entry: ModelFile, section: str) -> str:
+    """Check that a pinned file exists and matches its pin; returns the digest.
+
+    Raises:
+        InvalidInput: naming the entry's field (``pools[k].predictor.path`` / ``.sha256``).
+    """
+    where = entry_field(entry, section)
+    path = Path(entry.path)
+    if not path.is_file():
+        raise InvalidInput(f"{where}.path", f"no such file {path}")
+    pin = _pin_for(entry)
+    if pin is None:
+        raise InvalidInput(f"{where}.sha256", f"{path}: no pinned sha256 (config or sidecar)")
+    digest = sha256_file(path)
+    if digest != pin:
+        raise InvalidInput(f"{where}.sha256", f"{path}: file digest {digest} does not match the pin {pin}")
+    return digest
 
 
 class BatchingPredictor:
@@ -207,6 +236,9 @@ class Predictors:
 
     def __init__(self, config: ModelsConfig, max_batch: int = 32, max_wait_ms: float = 2.0):
         self._files = {m.name: m for m in config.predictors}
+        for entry in config.predictors:
+            if entry.where is not None:
+                verify_pin(entry, "predictors")
         self._loaded: dict[str, BatchingPredictor] = {}
         self._watched: dict[str, _Watched] = {}
         self._failed: dict[str, tuple[float, PredictorDown]] = {}
