@@ -12,19 +12,35 @@ arch                  logical (LC)   team (TE)   graph encoding (models.encoder)
 ``mgmatch``           yes            yes         ``logical``
 ====================  =============  ==========  ===================================
 
-Message passing uses scatter-add only (exports to ONNX opset 18 exactly; no max aggregation, no
-``index_add``). Every input goes through a signed log (sign(v)·log(1+|v|)) and a per-column
-standardization fitted on the training graphs and stored as buffers, so big-M coefficients cannot
-swamp the rest.
+The bipartite message passing is written with torch-geometric: :class:`EdgeMLPConv` is a
+:class:`~torch_geometric.nn.conv.MessagePassing` layer whose message is an MLP of the endpoint and
+edge features, and the variable half-convolution is a :class:`~torch_geometric.nn.HeteroConv` over
+the two edge types that reach a variable (coefficient edges and condition edges). Only ``"add"``
+and ``"mean"`` aggregation is used: PyG reduces both with ``scatter_add_``, which the ONNX exporter
+(opset 18) turns into ``ScatterElements(reduction="add")`` and onnxruntime reproduces to ~1e-7;
+max aggregation does not export. The hypernetwork gate (Eq. 12–13) and the team Transformers
+(Eq. 16–17) are per-node / per-token tensor code, not message passing.
+
+Every input goes through a signed log (sign(v)·log(1+|v|)) and a per-column standardization
+fitted on the training graphs and stored as buffers, so big-M coefficients cannot swamp the rest.
+
+Parameters are created in the same order, with the same shapes, as the hand-written scatter
+version this module replaced (shipped models in ``models/shipped/`` were trained with it), and
+that version's state-dict keys are renamed on load (:data:`LEGACY_KEYS`), so its checkpoints load
+and compute the same function.
 """
 
 from __future__ import annotations
 
 import math
+import re
+import warnings
 from dataclasses import asdict, dataclass
 
 import torch
 from torch import Tensor, nn
+from torch_geometric.nn import HeteroConv, MessagePassing
+from torch_geometric.utils import degree
 
 from .encoder import COND_COLUMNS, CONS_COLUMNS, EDGE_COLUMNS, VAR_COLUMNS, GraphBatch
 
@@ -35,6 +51,18 @@ ARCHS = {
     "bgcn-lc": {"logical": True, "team": False, "encoding": "logical"},
     "bgcn-te": {"logical": False, "team": True, "encoding": "linear"},
 }
+
+#: heterogeneous edge types of the variable half-convolution (Eq. 14): constraint → variable
+COEF_TO_VAR = ("cons", "coef", "var")
+COND_TO_VAR = ("cons", "cond", "var")
+
+#: state-dict key renames from the hand-written scatter version (regex → replacement)
+LEGACY_KEYS = (
+    (re.compile(r"^msg_c\.(\d+)\."), r"conv_c.\1.mlp."),
+    (re.compile(r"^cond\.(\d+)\."), r"conv_cond.\1.mlp."),
+    (re.compile(r"^msg_v\.(\d+)\."), r"conv_v.\1.convs.<cons___coef___var>.mlp."),
+    (re.compile(r"^msg_q\.(\d+)\."), r"conv_v.\1.convs.<cons___cond___var>.mlp."),
+)
 
 
 @dataclass
@@ -71,17 +99,64 @@ def mlp(i: int, h: int, o: int, last_relu: bool = False) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-def scatter_sum(src: Tensor, index: Tensor, like: Tensor) -> Tensor:
-    """Σ of ``src`` rows into rows ``index`` of a zero tensor shaped like ``like``.
+class EdgeMLPConv(MessagePassing):
+    """Bipartite message passing with an MLP message: m_e = MLP(z_1 ‖ z_2 ‖ …), aggregated at the target.
 
-    Shapes: src [M, F], index [M] → [like.shape[0], F].
+    For every edge e = (s → t) the parts named by ``layout`` are concatenated — ``"src"`` the
+    source node's features h_s, ``"dst"`` the target's h_t, ``"edge"`` the edge's features — and
+    the messages into each target are summed (``aggr="add"``) or averaged (``aggr="mean"``; a
+    target without edges gets zeros). Both aggregations export to ONNX exactly.
+
+    Args:
+        mlp: the message network; its input width is the sum of the parts' widths.
+        layout: the order of the concatenated parts, a subset of ``("src", "dst", "edge")``.
+        aggr: ``"add"`` or ``"mean"``.
+
+    Shapes:
+        x: (x_src [S, F_s], x_dst [T, F_t]); edge_index [2, E] (row 0 source, row 1 target);
+        edge_attr [E, F_e] → [T, F_out].
     """
-    out = torch.zeros(like.shape[0], src.shape[1], dtype=src.dtype)
-    return out.scatter_add(0, index.unsqueeze(-1).expand(-1, src.shape[1]), src)
+
+    def __init__(self, mlp: nn.Module, layout: tuple[str, ...], aggr: str = "add"):
+        if aggr not in ("add", "mean"):
+            raise ValueError(f"aggr {aggr!r} does not export to ONNX exactly; use 'add' or 'mean'")
+        if not layout or set(layout) - {"src", "dst", "edge"} or len(set(layout)) != len(layout):
+            raise ValueError(f"layout {layout!r} must name distinct parts among 'src', 'dst', 'edge'")
+        super().__init__(aggr=aggr)
+        self.mlp = mlp
+        self.layout = tuple(layout)
+
+    def forward(self, x: tuple[Tensor, Tensor], edge_index: Tensor, edge_attr: Tensor) -> Tensor:
+        return self.propagate(edge_index, x=x, edge_attr=edge_attr)
+
+    def message(self, x_i: Tensor, x_j: Tensor, edge_attr: Tensor) -> Tensor:
+        parts = {"src": x_j, "dst": x_i, "edge": edge_attr}
+        return self.mlp(torch.cat([parts[p] for p in self.layout], dim=-1))
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(layout={self.layout}, aggr={self.aggr!r})"
+
+
+def _rename_legacy_keys(module: nn.Module, state_dict: dict, prefix: str, *args) -> None:
+    """Load-state-dict pre-hook: rename the scatter version's keys (:data:`LEGACY_KEYS`) in place."""
+    for key in [k for k in state_dict if k.startswith(prefix)]:
+        rest = key[len(prefix):]
+        for pattern, repl in LEGACY_KEYS:
+            new, hits = pattern.subn(repl, rest)
+            if hits:
+                state_dict[prefix + new] = state_dict.pop(key)
+                break
 
 
 class Normalizer(nn.Module):
-    """sign(v)·log(1+|v|), then (v − mean)/std with statistics fitted once on training data."""
+    """sign(v)·log(1+|v|), then (v − mean)/std with statistics fitted once on training data.
+
+    Args:
+        width: the number of feature columns.
+
+    Shapes:
+        v [M, width] → [M, width].
+    """
 
     def __init__(self, width: int):
         super().__init__()
@@ -107,7 +182,12 @@ class MaskedEncoderLayer(nn.Module):
 
     Written with matmul and softmax only, so it exports to ONNX with dynamic batch and length.
 
-    Shapes: x [B, T, d], mask [B, T] (1 real, 0 padding) → [B, T, d].
+    Args:
+        d: the token width (divisible by ``heads``).
+        heads: attention heads.
+
+    Shapes:
+        x [B, T, d], mask [B, T] (1 real, 0 padding) → [B, T, d].
     """
 
     def __init__(self, d: int, heads: int):
@@ -130,12 +210,27 @@ class MaskedEncoderLayer(nn.Module):
 class SolutionNet(nn.Module):
     """P(x_ij = 1) for every x variable of a :class:`~mgmatch.models.encoder.GraphBatch`.
 
-    Args (forward), all tensors of the batch (see GraphBatch):
-        var_feat [V, Fv], cons_feat [C, Fc], edge_index [2, E], edge_feat [E, 1],
-        cond_index [2, Q], cond_feat [Q, 2], x_var [X], x_token [X],
-        player_emb [B, Nmax, Emb], player_mask [B, Nmax].
-    Returns:
-        logits [X] (apply sigmoid for probabilities; :class:`ProbabilityNet` does for export).
+    Per round k (K = ``cfg.rounds``) two half-convolutions of the bipartite graph:
+
+    - constraints ← variables (Eq. 10): ``conv_c[k]``, an :class:`EdgeMLPConv` (add) over the
+      coefficient edges, then a residual MLP update with LayerNorm;
+    - with LC, logical constraints (Eq. 11–13): ``conv_cond[k]``, an :class:`EdgeMLPConv` (mean)
+      over the condition edges, gives each logical node its condition embedding; a hypernetwork
+      turns it into a per-node target network ψ = (W, b) that Hadamard-gates the node;
+    - variables ← constraints (Eq. 14): ``conv_v[k]``, a :class:`~torch_geometric.nn.HeteroConv`
+      summing an :class:`EdgeMLPConv` over the reversed coefficient edges and, with LC, one over
+      the reversed condition edges; then a residual MLP update with LayerNorm.
+
+    Args:
+        cfg: architecture and sizes (:class:`NetConfig`).
+
+    Forward args: the arrays of :meth:`GraphBatch.inputs` as tensors (see :class:`GraphBatch`).
+
+    Shapes:
+        var_feat [V, Fv], cons_feat [C, Fc], edge_index [2, E] (row 0 variable, row 1 constraint),
+        edge_feat [E, 1], cond_index [2, Q] (row 0 variable, row 1 logical constraint),
+        cond_feat [Q, 2], x_var [X], x_token [X], player_emb [B, Nmax, Emb], player_mask [B, Nmax]
+        → logits [X] (apply sigmoid for probabilities; :class:`ProbabilityNet` does for export).
     """
 
     def __init__(self, cfg: NetConfig):
@@ -154,20 +249,31 @@ class SolutionNet(nn.Module):
         self.emb_v = mlp(len(VAR_COLUMNS), d, d, last_relu=True)
         self.emb_c = mlp(len(CONS_COLUMNS), d, d, last_relu=True)
         self.emb_e = mlp(len(EDGE_COLUMNS), d, d, last_relu=True)
-        K = cfg.rounds
-        self.msg_c = nn.ModuleList(mlp(3 * d, d, d) for _ in range(K))      # MLP_t1 (Eq. 10)
+        K, nq = cfg.rounds, len(COND_COLUMNS)
+        # the MLPs are created in the scatter version's order, so a seed gives the same parameters
+        self.conv_c = nn.ModuleList(EdgeMLPConv(mlp(3 * d, d, d), ("dst", "src", "edge")) for _ in range(K))  # Eq. 10
         self.upd_c = nn.ModuleList(mlp(2 * d, d, d) for _ in range(K))      # MLP_c
         self.ln_c = nn.ModuleList(nn.LayerNorm(d) for _ in range(K))
-        self.msg_v = nn.ModuleList(mlp(3 * d, d, d) for _ in range(K))      # MLP_t2 (Eq. 14)
+        msg_v = [mlp(3 * d, d, d) for _ in range(K)]                         # MLP_t2 (Eq. 14)
         self.upd_v = nn.ModuleList(mlp(2 * d, d, d) for _ in range(K))      # MLP_v
         self.ln_v = nn.ModuleList(nn.LayerNorm(d) for _ in range(K))
+        msg_q: list[nn.Module] = []
         if cfg.logical:
-            self.cond = nn.ModuleList(mlp(d + len(COND_COLUMNS), d, d) for _ in range(K))  # MLP_v̂ (Eq. 11)
-            self.hyper = nn.ModuleList(nn.Linear(d, d * d + d) for _ in range(K))          # hy(·|φ) (Eq. 12)
-            self.msg_q = nn.ModuleList(mlp(2 * d + len(COND_COLUMNS), d, d) for _ in range(K))
+            self.conv_cond = nn.ModuleList(                                  # MLP_v̂ (Eq. 11), mean
+                EdgeMLPConv(mlp(d + nq, d, d), ("src", "edge"), aggr="mean") for _ in range(K))
+            self.hyper = nn.ModuleList(nn.Linear(d, d * d + d) for _ in range(K))  # hy(·|φ) (Eq. 12)
+            msg_q = [mlp(2 * d + nq, d, d) for _ in range(K)]                 # condition edges (Eq. 14)
             for h in self.hyper:
                 nn.init.normal_(h.weight, std=0.3 / d)
                 nn.init.zeros_(h.bias)
+        with warnings.catch_warnings():
+            # constraints are updated by their own half-convolution (conv_c), not by this one
+            warnings.filterwarnings("ignore", message=".*do not get updated during message passing.*")
+            self.conv_v = nn.ModuleList(
+                HeteroConv({COEF_TO_VAR: EdgeMLPConv(msg_v[k], ("src", "dst", "edge")),
+                            **({COND_TO_VAR: EdgeMLPConv(msg_q[k], ("src", "dst", "edge"))} if cfg.logical else {})},
+                           aggr="sum")
+                for k in range(K))
         self.mlp_f = mlp(d, d, d, last_relu=True)                            # Eq. 15
         head_in = d
         if cfg.team:
@@ -179,8 +285,14 @@ class SolutionNet(nn.Module):
             self.team_out = nn.LayerNorm(d)
             head_in += d
         self.head = mlp(head_in, d, 1)                                        # MLP_S (Eq. 18)
+        self.register_load_state_dict_pre_hook(_rename_legacy_keys)
 
     def fit_normalizers(self, var_feat: Tensor, cons_feat: Tensor, edge_feat: Tensor) -> None:
+        """Fit the three input standardizations on training graphs.
+
+        Shapes:
+            var_feat [V, Fv], cons_feat [C, Fc], edge_feat [E, 1].
+        """
         self.norm_v.fit(var_feat)
         self.norm_c.fit(cons_feat)
         self.norm_e.fit(edge_feat)
@@ -191,42 +303,56 @@ class SolutionNet(nn.Module):
         v = self.emb_v(self.norm_v(var_feat) * self.var_keep)
         c = self.emb_c(self.norm_c(cons_feat))
         e = self.emb_e(self.norm_e(edge_feat))
-        ev, ec = edge_index[0], edge_index[1]
+        edge_index_dict = {COEF_TO_VAR: edge_index.flip(0)}
+        edge_attr_dict = {COEF_TO_VAR: e}
         if self.cfg.logical:
-            qv, qc = cond_index[0], cond_index[1]
             # a constraint node is logical iff some condition literal points at it
-            n_cond = scatter_sum(torch.ones_like(cond_feat[:, :1]), qc, c)
-            is_logical = (n_cond > 0).to(c.dtype)
+            is_logical = (degree(cond_index[1], num_nodes=c.shape[0], dtype=c.dtype) > 0).to(c.dtype).unsqueeze(-1)
+            edge_index_dict[COND_TO_VAR] = cond_index.flip(0)
+            edge_attr_dict[COND_TO_VAR] = cond_feat
         for k in range(self.cfg.rounds):
             # Eq. 10: constraints ← variables (linear rows and the linear part of logical rows)
-            m = self.msg_c[k](torch.cat([c[ec], v[ev], e], dim=1))
-            c = c + self.upd_c[k](torch.cat([c, self.ln_c[k](scatter_sum(m, ec, c))], dim=1))
+            agg = self.conv_c[k]((v, c), edge_index, e)
+            c = c + self.upd_c[k](torch.cat([c, self.ln_c[k](agg)], dim=1))
             if self.cfg.logical:
-                # Eq. 11: condition embeddings from the condition variables + logical features
-                ce = scatter_sum(self.cond[k](torch.cat([v[qv], cond_feat], dim=1)), qc, c) / n_cond.clamp_min(1.0)
-                # Eq. 12: the hypernetwork generates the target network ψ = (W [d×d], b [d]) per node
-                psi = self.hyper[k](ce)
-                d = c.shape[1]
-                W = psi[:, : d * d].reshape(-1, d, d)
-                b = psi[:, d * d:]
-                # Eq. 13: target network on the linear part, Hadamard-gating the logical node
-                t = (W @ c.unsqueeze(-1)).squeeze(-1) + b
-                c = c + is_logical * (c * torch.tanh(t))
-            # Eq. 14: variables ← constraints
-            m = self.msg_v[k](torch.cat([c[ec], v[ev], e], dim=1))
-            agg = scatter_sum(m, ev, v)
-            if self.cfg.logical:
-                agg = agg + scatter_sum(self.msg_q[k](torch.cat([c[qc], v[qv], cond_feat], dim=1)), qv, v)
+                # Eq. 11: condition embeddings, the mean over the literals of the condition variables
+                ce = self.conv_cond[k]((v, c), cond_index, cond_feat)
+                c = c + is_logical * self.gate(k, c, ce)
+            # Eq. 14: variables ← constraints over both edge types, summed
+            agg = self.conv_v[k]({"var": v, "cons": c}, edge_index_dict, edge_attr_dict=edge_attr_dict)["var"]
             v = v + self.upd_v[k](torch.cat([v, self.ln_v[k](agg)], dim=1))
         x_embed = self.mlp_f(v[x_var])  # Eq. 15
         if self.cfg.team:
             x_embed = torch.cat([x_embed, self.team_embed(player_emb, player_mask)[x_token]], dim=1)
         return self.head(x_embed).squeeze(-1)  # Eq. 18 (logits)
 
+    def gate(self, k: int, c: Tensor, ce: Tensor) -> Tensor:
+        """Eq. 12–13: the hypernetwork makes ψ = (W [d×d], b [d]) per node; returns c ⊙ tanh(W c + b).
+
+        Args:
+            k: the round.
+            c: constraint embeddings.
+            ce: their condition embeddings.
+
+        Shapes:
+            c [C, d], ce [C, d] → [C, d].
+        """
+        psi = self.hyper[k](ce)
+        d = c.shape[1]
+        W = psi[:, : d * d].reshape(-1, d, d)
+        b = psi[:, d * d:]
+        t = (W @ c.unsqueeze(-1)).squeeze(-1) + b
+        return c * torch.tanh(t)
+
     def team_embed(self, player_emb: Tensor, player_mask: Tensor) -> Tensor:
         """Eq. 16–17: per-team Transformer encoders, then one across all N×D tokens.
 
-        Shapes: player_emb [B, Nmax, Emb], player_mask [B, Nmax] → [B·Nmax·D, d].
+        Args:
+            player_emb: EnG's player embeddings, padded to the largest pool.
+            player_mask: 1 for a real player, 0 for padding.
+
+        Shapes:
+            player_emb [B, Nmax, Emb], player_mask [B, Nmax] → [B·Nmax·D, d].
         """
         B, n = player_emb.shape[0], player_emb.shape[1]
         h0 = self.team_in(player_emb)
@@ -245,11 +371,19 @@ class SolutionNet(nn.Module):
         return self.team_out(t).reshape(B * n * D, d)
 
     def forward_batch(self, gb: GraphBatch) -> Tensor:
+        """The logits [X] of a batch (see :meth:`forward`)."""
         return self(*batch_tensors(gb))
 
 
 class ProbabilityNet(nn.Module):
-    """The exported graph: sigmoid of :class:`SolutionNet`'s logits."""
+    """The exported graph: sigmoid of :class:`SolutionNet`'s logits.
+
+    Args:
+        net: the network.
+
+    Shapes:
+        the inputs of :meth:`SolutionNet.forward` → p [X].
+    """
 
     def __init__(self, net: SolutionNet):
         super().__init__()
@@ -260,15 +394,21 @@ class ProbabilityNet(nn.Module):
 
 
 def batch_tensors(gb: GraphBatch) -> tuple[Tensor, ...]:
+    """The batch's input arrays as tensors, in :attr:`GraphBatch.INPUT_NAMES` order."""
     return tuple(torch.from_numpy(a) for a in gb.inputs().values())
 
 
 def bce_loss(logits: Tensor, target: Tensor) -> Tensor:
-    """Eq. 19: mean binary cross-entropy over every x_ij of every instance."""
+    """Eq. 19: mean binary cross-entropy over every x_ij of every instance.
+
+    Shapes:
+        logits [X], target [X] → [].
+    """
     return nn.functional.binary_cross_entropy_with_logits(logits, target)
 
 
 def build(cfg: NetConfig) -> SolutionNet:
+    """A fresh network for ``cfg`` (ValueError for an unknown ``cfg.arch``)."""
     if cfg.arch not in ARCHS:
         raise ValueError(f"unknown arch {cfg.arch!r}; expected one of {', '.join(ARCHS)}")
     return SolutionNet(cfg)

@@ -1,4 +1,4 @@
-"""ONNX export (opset 18) agrees with torch; the onnxruntime predictor and the shipped models."""
+"""ONNX export (opset 18) of the torch-geometric network agrees with torch; the runtime and the shipped models."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 import torch
 
+from mgmatch.core.engagement import parse_engagement
 from mgmatch.core.errors import InvalidInput
+from mgmatch.core.instance import parse_instance
 from mgmatch.core.presets import generate_instances, load_model
 from mgmatch.core.problem import Problem
 from mgmatch.models.encoder import batch, encode
-from mgmatch.models.export import export, parity
+from mgmatch.models.export import export, onnx_bytes, parity
 from mgmatch.models.networks import ARCHS, NetConfig, build
 from mgmatch.models.runtime import OnnxPredictor, load_predictor, shipped_names
 
@@ -31,9 +33,9 @@ def problems():
     return out
 
 
-def _exported(arch, probs, path):
+def _exported(arch, probs, path, teams=2):
     torch.manual_seed(0)
-    net = build(NetConfig(arch=arch, teams=2, emb_dim=probs[0].model.embed_dim)).eval()
+    net = build(NetConfig(arch=arch, teams=teams, emb_dim=probs[0].model.embed_dim)).eval()
     gs = [encode(p, net.cfg.encoding) for p in probs]
     fit = batch(gs)
     net.fit_normalizers(*(torch.from_numpy(a) for a in (fit.var_feat, fit.cons_feat, fit.edge_feat)))
@@ -142,3 +144,96 @@ def test_train_command_writes_a_parity_checked_model_the_runtime_loads(tmp_path,
     assert code == 2 and len(stderr.strip().splitlines()) == 1 and "--arch" in stderr
     code, _, stderr = _cli(capsys, "train", "--data", tmp_path / "nope", "--out", out)
     assert code == 2 and "no such dataset" in stderr
+
+
+def _game_problems(teams: int, pools: tuple[int, ...], seed: int) -> list[Problem]:
+    """Pools of a generated game (not a preset): ``teams`` teams of 2, 3 features, a random engagement net."""
+    rng = np.random.default_rng(seed)
+
+    def layer(o, i):
+        return {"weight": rng.normal(scale=0.5, size=(o, i)).round(4).tolist(),
+                "bias": rng.normal(scale=0.1, size=o).round(4).tolist()}
+
+    model = parse_engagement({"format": "mgmatch-engagement/v1", "teams": teams, "feature_dim": 3,
+                              "player_layers": [layer(6, 3), layer(5, 6)], "head_layers": [layer(8, 5 * teams), layer(1, 8)]})
+    out = []
+    for n in pools:
+        players = [{"id": f"p{i}", "features": rng.normal(size=3).round(3).tolist()} for i in range(n)]
+        a, b, c = rng.choice(n, 3, replace=False)
+        rules = [{"kind": "if", "when": {"all": [[f"p{a}", 0], {"not": [f"p{b}", 1]}]},
+                  "then": {"terms": [[f"p{c}", teams - 1, 1.0]], "sense": "<=", "rhs": 0}},
+                 {"kind": "avoid", "players": [f"p{b}", f"p{c}"], "scope": "team"}]
+        out.append(Problem(parse_instance({"teams": teams, "team_size": 2, "players": players, "rules": rules}), model))
+    return out
+
+
+@pytest.mark.parametrize("teams", [2, 3])
+@pytest.mark.parametrize("arch", ["mgmatch", "bgcn-lc", "bgcn-te"])
+def test_the_pyg_network_exports_exactly_for_generated_games_of_2_and_3_teams(arch, teams, tmp_path):
+    import onnx
+
+    probs = _game_problems(teams, (6, 9, 7, 12, 8), seed=teams)
+    net, gs = _exported(arch, probs, tmp_path / "m.onnx", teams=teams)
+    # PyG's add and mean aggregations become ScatterElements(add); no other scatter reaches the graph
+    graph = onnx.load(tmp_path / "m.onnx").graph
+    scatters = {(n.op_type, tuple(a.s for a in n.attribute if a.name == "reduction")) for n in graph.node
+                if "Scatter" in n.op_type}
+    assert scatters == {("ScatterElements", (b"add",))}
+    # graphs of other sizes than the traced pair (which had 6 and 9 players)
+    for group in (gs, gs[2:], gs[3:4], gs[4:]):
+        assert parity(net, tmp_path / "m.onnx", batch(group)) <= 1e-5
+    pred = OnnxPredictor(tmp_path / "m.onnx")
+    assert [p.shape for p in pred.predict(probs)] == [(pr.instance.n, teams) for pr in probs]
+
+
+def _shipped_state(path) -> dict[str, torch.Tensor]:
+    """The parameters of a shipped ONNX file under the scatter version's state-dict names.
+
+    The exporter keeps ``net.<name>`` initializers; the weights it transposed for a MatMul get an
+    anonymous name, recovered from the MatMul node's module scope (``/net/intra.0.0/ff/ff.0/MatMul``
+    → ``intra.0.0.ff.0.weight``); the team position rows are the anonymous [d] addends, in order.
+    """
+    import onnx
+    from onnx import numpy_helper
+
+    graph = onnx.load(str(path)).graph
+    inits = {i.name: torch.from_numpy(numpy_helper.to_array(i).copy()) for i in graph.initializer}
+    state = {k.removeprefix("net."): v for k, v in inits.items() if k.startswith("net.")}
+    team_pos = []
+    for node in graph.node:
+        anon = [x for x in node.input if x in inits and not x.startswith("net.")]
+        if not anon:
+            continue
+        (name,) = anon
+        if node.op_type == "MatMul":
+            scope = node.name.split("/")[2:-1]  # drop "", "net" and the op
+            path_ = [c for c, nxt in zip(scope, [*scope[1:], ""], strict=True) if not nxt.startswith(c + ".")]
+            state[".".join(path_) + ".weight"] = inits[name].T.contiguous()
+        elif node.op_type == "Add":
+            team_pos.append(inits[name])
+        else:
+            raise AssertionError(f"unexpected anonymous initializer in {node.op_type} {node.name}")
+    if team_pos:
+        state["team_pos"] = torch.stack(team_pos)
+    return state
+
+
+@pytest.mark.parametrize("name", shipped_names())
+def test_the_pyg_network_with_a_shipped_models_weights_reproduces_it(name, problems, tmp_path):
+    path = load_predictor(name).path
+    meta = json.loads(path.with_suffix(".json").read_text())
+    net = build(NetConfig(**meta["network"]))
+    net.load_state_dict(_shipped_state(path))  # strict: every parameter recovered, under its old name
+    net.eval()
+    gs = [encode(p, net.cfg.encoding) for p in problems[meta["training"]["preset"]]]
+    for group in (gs, gs[1:3], gs[4:]):
+        # torch (PyG layers) against onnxruntime on the shipped file, untouched
+        assert parity(net, path, batch(group)) <= 1e-5
+    # and a fresh export of the PyG network serves the same probabilities as the shipped file
+    (tmp_path / "re.onnx").write_bytes(onnx_bytes(net, batch(gs[:2])))
+    (tmp_path / "re.json").write_text(path.with_suffix(".json").read_text())
+    fresh, shipped = OnnxPredictor(tmp_path / "re.onnx"), load_predictor(name)
+    assert fresh.sha256 != shipped.sha256  # another graph (PyG's ops), the same function
+    probs = problems[meta["training"]["preset"]]
+    for a, b in zip(fresh.predict(probs), shipped.predict(probs), strict=True):
+        assert np.abs(a - b).max() <= 1e-5
