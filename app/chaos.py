@@ -74,7 +74,7 @@ class ChaosPlan:
     rate: float = 100.0                 # offered tickets per second
     seed: int = 0
     party_share: float = 0.05           # share of tickets that are a party filling a whole team
-    concurrency: int = 16               # POSTs in flight at most
+    concurrency: int = 32               # requests in flight at most
     restart_redis: bool = True
     restart_at: float = 0.35
     flush: bool = True
@@ -325,6 +325,7 @@ class Rec:
     view: dict | None = None
     matched_t: float | None = None  # match.matched_at if the API exposes it, else when first seen matched
     polled_t: float = 0.0
+    accepted_t: float = 0.0
 
 
 @dataclass
@@ -348,7 +349,6 @@ class ChaosRun:
         self.events: list[dict] = []
         self.t0 = time.time()
         self.deadline = time.monotonic() + plan.max_s
-        self.first_accept_t: float | None = None
         self.wait_source: str | None = None
         self.settling = False
         self.settled: dict[str, bool] = {}
@@ -383,10 +383,8 @@ class ChaosRun:
                 self._count(r)
                 if r.status_code in (200, 201):
                     v = r.json()
-                    now = time.time()
-                    self.first_accept_t = self.first_accept_t or now
                     # polled before it counts (a replayed key may answer with a ticket already matched)
-                    rec = Rec(i, v["id"], self.phase, v["players"], v["created_at"])
+                    rec = Rec(i, v["id"], self.phase, v["players"], v["created_at"], accepted_t=time.time())
                     self.recs.append(rec)
                     self.by_player.update((p, rec) for p in rec.players)
                     return
@@ -473,8 +471,10 @@ class ChaosRun:
                 self._event(f"{label}: gave up with {len(pending)} tickets unmatched "
                             f"({dict(Counter(r.status for r in pending))})")
                 return False
-            await self._poll(sorted(pending, key=lambda r: r.polled_t)[:200])  # least recently polled first
-            await asyncio.sleep(0.5)
+            batch = sorted(pending, key=lambda r: r.polled_t)[:200]  # least recently polled first
+            await self._poll(batch)
+            if len(batch) == len(pending):  # all of them read: give the workers a moment
+                await asyncio.sleep(0.5)
 
     async def _recheck_404(self, phase: int) -> None:
         """Read the tickets that answered 404 once more: a ticket that reappears was reported gone
@@ -574,8 +574,13 @@ class ChaosRun:
         p = get_preset(plan.pool)
         check = check_matches([r.view for r in matched if r.view], (p.team_size,) * p.teams)
         waits = [r.matched_t - r.created_at for r in matched if r.matched_t is not None]
-        last_match = max((r.matched_t for r in matched if r.matched_t is not None), default=None)
-        span = (last_match - self.first_accept_t) if last_match and self.first_accept_t else None
+        # per side of the flush: first accept → last match (the pause to confirm matches before the flush is left out)
+        spans = []
+        for phase in (0, 1):
+            done = [r.matched_t for r in matched if r.phase == phase and r.matched_t is not None]
+            if done:
+                spans.append(max(done) - min(r.accepted_t for r in self.recs if r.phase == phase))
+        span = sum(spans)
         codes = self.tally.codes
         non503 = sum(n for c, n in codes.items() if c >= 500 and c != 503)
         return {
@@ -614,7 +619,8 @@ def run_chaos(plan: ChaosPlan, say: Callable[[str], None] | None = None) -> dict
     all); ``flushed_not_404`` (tickets from before the flush that still read); ``double_booked``
     (players in two matches), ``inconsistent_tickets``, ``malformed_matches``; ``http_5xx_non_503``,
     ``http_503``, ``transport_errors`` (``transport_error_kinds`` by exception); ``players_per_s``
-    (matched players / time from the first accept to the last match, the flush pause included);
+    (matched players / time from the first accept to the last match, on each side of the flush;
+    the pause before it, while the run confirms every match, is left out);
     ``wait_p50_s``/``wait_p99_s`` (ticket ``created_at`` → match time; ``wait_source`` says whether
     that is the API's ``match.matched_at`` or when the poller first saw it matched); ``elapsed_s``;
     ``events``; ``processes`` (starts, tracebacks and ERROR lines per process).

@@ -77,6 +77,7 @@ def bench_chaos_cmd(
     rate: Annotated[float, typer.Option(help="Offered ingest rate (tickets/s); above what the solvers match, so "
                                              "the matching rate is what is measured.")] = 250.0,
     seed: Annotated[int, typer.Option(help="Seed of the generated players.")] = 0,
+    concurrency: Annotated[int, typer.Option(help="HTTP requests in flight at most.")] = 32,
     redis_restart: Annotated[bool, typer.Option("--redis-restart/--no-redis-restart",
                                                 help="SIGKILL Redis once and start it again.")] = True,
     flush: Annotated[bool, typer.Option("--flush/--no-flush", help="FLUSHALL at 60% of the ingest.")] = True,
@@ -91,7 +92,7 @@ def bench_chaos_cmd(
     from mgmatch.app.chaos import ChaosError, ChaosPlan, run_chaos
     from mgmatch.core.errors import InvalidInput
 
-    plan = ChaosPlan(tickets=tickets, pool=pool, solvers=solvers, kills=kills, rate=rate, seed=seed,
+    plan = ChaosPlan(tickets=tickets, pool=pool, solvers=solvers, kills=kills, rate=rate, seed=seed, concurrency=concurrency,
                      restart_redis=redis_restart, flush=flush, redis_down_s=redis_down_s, min_idle_ms=min_idle_ms,
                      stall_s=stall_s, max_s=max_s, logs_to=logs)
     try:
