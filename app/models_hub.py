@@ -140,8 +140,8 @@ def _load_onnx(entry: ModelFile) -> tuple[Any, str]:
         raise PredictorDown("unavailable", f"predictor runtime unavailable: {err}") from None
     try:
         return OnnxPredictor(str(path), sha256=pin), digest
-    except (InvalidInput, OSError, ValueError, RuntimeError) as err:  # bad sidecar, feature version, onnx load
-        raise PredictorDown("rejected", f"{path}: {err}") from None
+    except Exception as err:  # bad sidecar, feature version, onnxruntime's own errors (InvalidProtobuf, …)
+        raise PredictorDown("rejected", f"{path}: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
 
 
 def verify_pin(entry: ModelFile, section: str) -> str:

@@ -204,8 +204,9 @@ def verify(config) -> tuple[list[dict[str, Any]], list[str]]:
                 raise InvalidInput(n.name, f"the network answered {p.shape} (finite: {bool(np.isfinite(p).all())}), "
                                            f"expected ({problem.instance.n}, {teams}) finite numbers")
             results.append({**asdict(n), "ok": True, "version": pred.version, "device": pred.device})
-        except (InvalidInput, OSError, ValueError, RuntimeError) as err:
-            msg = f"predictor {n.name}: {err}"
+        except Exception as err:  # a user's file fails in onnxruntime's own ways (InvalidProtobuf, Fail, …)
+            text = str(err).strip().splitlines()
+            msg = f"predictor {n.name}: {text[0] if text else type(err).__name__}"
             problems.append(msg)
             results.append({**asdict(n), "ok": False, "problem": msg})
     return results, problems
