@@ -5,6 +5,12 @@ edge, literal and batch counts) and returns ``p`` [X], the probability of every 
 in the batch. Inputs a network does not read (BGCN ignores the player embeddings) are dropped by
 the exporter; the runtime feeds only the inputs the session declares.
 
+The network's torch-geometric layers (``MessagePassing`` with add/mean aggregation, ``HeteroConv``
+summing over edge types) trace to standard ops: gathers for the endpoint features, and
+``ScatterElements(reduction="add")`` for both aggregations (mean divides by a scattered count).
+onnxruntime reproduces torch to ~1e-7 on the sigmoid output; :func:`parity` measures it and
+``mgmatch train`` refuses a model above 1e-5.
+
 Sidecar ``<model>.json`` (format ``mgmatch-predictor/v1``): architecture, graph encoding, feature
 version and columns, teams, embedding width, the file's SHA-256, and how it was trained (data size,
 epochs, seed, validation metrics, the reproducing command).
@@ -36,7 +42,12 @@ _DYNAMIC = {
 
 
 def onnx_bytes(net: SolutionNet, example: GraphBatch) -> bytes:
-    """Trace ``net`` (sigmoid included) on ``example`` and return the ONNX model bytes."""
+    """Trace ``net`` (sigmoid included) on ``example`` and return the ONNX model bytes.
+
+    Args:
+        net: the network (put in eval mode).
+        example: any batch; node, edge, literal, batch and pool counts stay dynamic.
+    """
     net.eval()
     buf = io.BytesIO()
     with warnings.catch_warnings():
@@ -48,7 +59,15 @@ def onnx_bytes(net: SolutionNet, example: GraphBatch) -> bytes:
 
 def export(net: SolutionNet, example: GraphBatch, path: str | Path, training: dict | None = None,
            name: str | None = None) -> dict:
-    """Write ``path`` (ONNX) and its sidecar ``path.with_suffix('.json')``; return the sidecar."""
+    """Write ``path`` (ONNX) and its sidecar ``path.with_suffix('.json')``; return the sidecar.
+
+    Args:
+        net: the trained network.
+        example: a batch to trace on (see :func:`onnx_bytes`).
+        path: the ``.onnx`` file to write.
+        training: how it was trained, stored under ``training`` in the sidecar.
+        name: the model's name (default: the file's stem).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(onnx_bytes(net, example))
@@ -75,7 +94,13 @@ def export(net: SolutionNet, example: GraphBatch, path: str | Path, training: di
 
 
 def parity(net: SolutionNet, onnx_model: str | Path | bytes, gb: GraphBatch) -> float:
-    """Largest |p_torch − p_onnxruntime| on one batch."""
+    """Largest |p_torch − p_onnxruntime| on one batch.
+
+    Args:
+        net: the torch network.
+        onnx_model: its export, a path or the bytes.
+        gb: the batch to compare on.
+    """
     import onnxruntime as ort
 
     src = onnx_model if isinstance(onnx_model, bytes) else str(onnx_model)

@@ -1,9 +1,10 @@
 """The runtime solution predictor: encoded graph → ONNX network → P [N, D]. No torch.
 
 Imports only onnxruntime, numpy, :mod:`mgmatch.core` and the numpy graph encoder, so the service
-image runs it without torch. :class:`OnnxPredictor` implements the fast solver's ``Predictor``
-protocol (``version``, ``predict(problems)``); a batch of problems is scored in one
-``session.run`` on the batched graph. CUDA is used when onnxruntime offers it, else the CPU.
+image runs it without torch (the training networks' torch-geometric layers are plain ONNX ops once
+exported: gathers and ``ScatterElements(add)``). :class:`OnnxPredictor` implements the fast
+solver's ``Predictor`` protocol (``version``, ``predict(problems)``); a batch of problems is scored
+in one ``session.run`` on the batched graph. CUDA is used when onnxruntime offers it, else the CPU.
 
 Shipped models live in ``models/shipped/<name>.onnx`` with a ``<name>.json`` sidecar
 (``mgmatch-predictor/v1``, see :mod:`mgmatch.models.export`); :func:`load_predictor` resolves a
