@@ -18,7 +18,7 @@ edge features, and the variable half-convolution is a :class:`~torch_geometric.n
 the two edge types that reach a variable (coefficient edges and condition edges). Only ``"add"``
 and ``"mean"`` aggregation is used: PyG reduces both with ``scatter_add_``, which the ONNX exporter
 (opset 18) turns into ``ScatterElements(reduction="add")`` and onnxruntime reproduces to ~1e-7;
-max aggregation does not export. The hypernetwork gate (Eq. 12–13) and the team Transformers
+PyG's max/min aggregation does not export with torch 2.13 (its ONNX path fails in ``torch.full``). The hypernetwork gate (Eq. 12–13) and the team Transformers
 (Eq. 16–17) are per-node / per-token tensor code, not message passing.
 
 Every input goes through a signed log (sign(v)·log(1+|v|)) and a per-column standardization
