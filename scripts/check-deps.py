@@ -36,7 +36,7 @@ DIST_OF = {
 #: distributions that come from an extra rather than the core dependencies
 OPTIONAL = {"grpcio": "grpc", "protobuf": "grpc", "ray": "ray"}
 #: the torch side and offline tools (training, export, plots, distributed labelling): not in the image
-NOT_IN_IMAGE = {"torch", "onnx", "matplotlib", "tqdm", "ray"}
+NOT_IN_IMAGE = {"torch", "torch-geometric", "onnx", "matplotlib", "tqdm", "ray"}
 #: declared distributions used without an import statement of ours, and why
 INDIRECT = {"onnx": "torch.onnx.export imports it at run time (models/export.py); torch does not declare it"}
 
