@@ -55,7 +55,9 @@ from .chaos_checks import check_matches, percentile
 
 FINAL = ("matched", "expired", "cancelled", "404")
 MAIN = [sys.executable, "-c", "from mgmatch.app.cli import main; main()"]
-REDIS_PERSISTENCE = ("--appendonly", "yes", "--appendfsync", "always", "--save", "")
+def redis_persistence(appendfsync: str) -> tuple[str, ...]:
+    """The chaos Redis's persistence flags: AOF with this fsync policy, no RDB snapshots."""
+    return ("--appendonly", "yes", "--appendfsync", appendfsync, "--save", "")
 _WORKER_UP = re.compile(rb"worker \S+ up")
 
 
@@ -80,6 +82,8 @@ class ChaosPlan:
     flush: bool = True
     flush_at: float = 0.6
     redis_down_s: float = 2.0           # how long Redis stays down when restarted
+    appendfsync: str = "always"         # "always": nothing acknowledged is lost on a SIGKILL of Redis;
+                                        # "everysec" (the deployment default): faster, up to ~1 s lost
     restart_after_s: float = 0.5        # a killed worker is started again this long after
     min_idle_ms: int = 2000             # solvers take over a dead solver's job after this
     stall_s: float = 60.0               # give up waiting for matches after this long without progress
@@ -103,6 +107,7 @@ class ChaosPlan:
             ("restart_at", 0 < self.restart_at < 1, "must be in (0, 1)"),
             ("flush_at", 0 < self.flush_at < 1, "must be in (0, 1)"),
             ("redis_down_s", 0 <= self.redis_down_s <= 60, "must be in [0, 60]"),
+            ("appendfsync", self.appendfsync in ("always", "everysec"), "expected always or everysec"),
             ("restart_after_s", 0 <= self.restart_after_s <= 60, "must be in [0, 60]"),
             ("min_idle_ms", self.min_idle_ms >= 100, "must be ≥ 100"),
             ("stall_s", self.stall_s > 0, "must be > 0"),
@@ -185,8 +190,8 @@ def _tail(path: Path, lines: int = 5) -> str:
 class RedisServer:
     """A ``redis-server`` on a loopback port with an fsync-always AOF in ``workdir``."""
 
-    def __init__(self, binary: str, workdir: Path):
-        self.binary, self.dir = binary, workdir / "redis"
+    def __init__(self, binary: str, workdir: Path, appendfsync: str = "always"):
+        self.binary, self.dir, self.appendfsync = binary, workdir / "redis", appendfsync
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
@@ -194,7 +199,8 @@ class RedisServer:
 
     def start(self) -> None:
         cmd = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-               "--daemonize", "no", "--logfile", str(self.dir / "redis.log"), *REDIS_PERSISTENCE]
+               "--daemonize", "no", "--logfile", str(self.dir / "redis.log"),
+               *redis_persistence(self.appendfsync)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
     def client(self):
@@ -585,7 +591,7 @@ class ChaosRun:
         non503 = sum(n for c, n in codes.items() if c >= 500 and c != 503)
         return {
             "pool": plan.pool, "tickets": plan.tickets, "seed": plan.seed, "solvers": plan.solvers,
-            "kills": plan.kills, "rate_offered": plan.rate,
+            "kills": plan.kills, "rate_offered": plan.rate, "appendfsync": plan.appendfsync,
             "accepted": len(self.recs), "accepted_before_flush": len(pre) if plan.flush else None,
             "accepted_after_flush": len(post) if plan.flush else None,
             "not_accepted": plan.tickets - len(self.recs), "gave_up": self.tally.gave_up,
@@ -636,7 +642,7 @@ def run_chaos(plan: ChaosPlan, say: Callable[[str], None] | None = None) -> dict
         raise ChaosError("redis-server not found on PATH (the chaos run starts its own)")
     bodies = [json.dumps(t).encode() for t in make_tickets(plan.pool, plan.tickets, plan.seed, plan.party_share)]
     workdir = Path(tempfile.mkdtemp(prefix="mgmatch-chaos-"))
-    redis = RedisServer(binary, workdir)
+    redis = RedisServer(binary, workdir, plan.appendfsync)
     prefix = f"chaos{uuid.uuid4().hex[:8]}"
     procs = Procs(workdir, service_env(redis.url, prefix))
     try:

@@ -82,6 +82,8 @@ def bench_chaos_cmd(
                                                 help="SIGKILL Redis once and start it again.")] = True,
     flush: Annotated[bool, typer.Option("--flush/--no-flush", help="FLUSHALL at 60% of the ingest.")] = True,
     redis_down_s: Annotated[float, typer.Option(help="Seconds Redis stays down when restarted.")] = 2.0,
+    appendfsync: Annotated[str, typer.Option(help="Redis AOF fsync policy: always (nothing acknowledged is lost on "
+                                                  "its SIGKILL) or everysec (the deployment default; faster).")] = "always",
     min_idle_ms: Annotated[int, typer.Option(help="Solvers take over a dead solver's job after this (ms).")] = 2000,
     stall_s: Annotated[float, typer.Option(help="Stop waiting for matches after this long without progress.")] = 60.0,
     max_s: Annotated[float, typer.Option(help="Upper bound on the whole run (s), start-up excluded.")] = 1800.0,
@@ -93,7 +95,8 @@ def bench_chaos_cmd(
     from mgmatch.core.errors import InvalidInput
 
     plan = ChaosPlan(tickets=tickets, pool=pool, solvers=solvers, kills=kills, rate=rate, seed=seed, concurrency=concurrency,
-                     restart_redis=redis_restart, flush=flush, redis_down_s=redis_down_s, min_idle_ms=min_idle_ms,
+                     restart_redis=redis_restart, flush=flush, redis_down_s=redis_down_s, appendfsync=appendfsync,
+                     min_idle_ms=min_idle_ms,
                      stall_s=stall_s, max_s=max_s, logs_to=logs)
     try:
         plan.validate()
