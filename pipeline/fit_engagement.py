@@ -42,19 +42,25 @@ from .matchlog import MatchData, load_matchlog
 
 @dataclass
 class LogFitConfig:
-    """How to fit a log. ``patience`` 0 turns early stopping off (every epoch runs)."""
+    """How to fit a log.
 
-    epochs: int = 60
+    Early stopping: after ``patience`` epochs in a row without lowering the best validation MSE by
+    more than ``min_delta`` (relative), training stops; the best epoch's weights are kept.
+    ``patience`` 0 turns it off (every epoch runs).
+    """
+
+    epochs: int = 30
     seed: int = 0
     holdout_share: float = 0.1
     val_share: float = 0.1
-    patience: int = 8
-    batch: int = 256
-    lr: float = 2e-3
+    patience: int = 5
+    min_delta: float = 0.005
+    batch: int = 512
+    lr: float = 3e-3
     player_hidden: tuple[int, ...] = (64, 32)
     embed_dim: int = 12
     head_hidden: tuple[int, ...] = (16,)
-    threads: int = 2
+    threads: int = 1
     name: str | None = None
 
 
@@ -207,7 +213,8 @@ def fit_log(logs: list[str | Path], cfg: LogFitConfig, *, holdout_logs: list[str
         "matches": {"total": data.matches + (0 if hold_data is data else hold_data.matches),
                     "train": int(len(train_idx)), "validation": int(len(val_idx)), "holdout": int(len(hold_idx))},
         "epochs": cfg.epochs, "epochs_run": fit_info["epochs_run"], "best_epoch": fit_info["best_epoch"],
-        "early_stopping": {"patience": cfg.patience, "on": "validation mse"} if cfg.patience else None,
+        "early_stopping": ({"patience": cfg.patience, "min_delta": cfg.min_delta, "on": "validation mse"}
+                           if cfg.patience else None),
         "curve": fit_info["curve"],
         "batch": cfg.batch, "lr": cfg.lr, "threads": cfg.threads,
         "loss": "mse",
@@ -275,11 +282,10 @@ def _train(data: MatchData, train_idx: np.ndarray, val_idx: np.ndarray, cfg: Log
                 val_mse = float(np.mean((predict(net, data, val_idx) - data.y[val_idx]) ** 2))
                 post["val_mse"] = f"{val_mse:.4g}"
                 point["val_mse"] = round(val_mse, 6)
+                stale = 0 if val_mse < best_val * (1 - cfg.min_delta) else stale + 1
                 if val_mse < best_val:
-                    best_val, best_epoch, stale = val_mse, epoch, 0
+                    best_val, best_epoch = val_mse, epoch
                     best_state = copy.deepcopy(net.state_dict())
-                else:
-                    stale += 1
             curve.append(point)
             if bar is not None:
                 bar.update(1)
@@ -324,13 +330,13 @@ def plot_png(result: FitResult) -> bytes:
 
 def _atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # created with the umask's permissions
     try:
-        with os.fdopen(fd, "wb") as f:
+        with open(tmp, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 

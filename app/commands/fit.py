@@ -5,6 +5,7 @@ The app layer never imports torch: the fitting pipeline is imported inside the c
 
 from __future__ import annotations
 
+import math
 import shlex
 from pathlib import Path
 from typing import Annotated
@@ -40,9 +41,9 @@ def fit_cmd(
     preset: Annotated[str | None, typer.Option(help=f"Or simulate a preset's history: {', '.join(PRESETS)}.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the split, the shuffling and the initialization "
                                            "(and of the simulated world with --preset).")] = 0,
-    epochs: Annotated[int | None, typer.Option(help="Most epochs (default 60 with --logs, 20 with --preset).")] = None,
+    epochs: Annotated[int | None, typer.Option(help="Most epochs (default 30 with --logs, 20 with --preset).")] = None,
     patience: Annotated[int, typer.Option(help="Early stopping: stop after this many epochs without a better "
-                                               "validation MSE (0: off). --logs only.")] = 8,
+                                               "validation MSE by 0.5% (0: off). --logs only.")] = 5,
     holdout_share: Annotated[float, typer.Option(help="Share of the log held out (seeded) for the reported "
                                                       "MSE and R².")] = 0.1,
     holdout_logs: Annotated[list[Path] | None, typer.Option("--holdout-logs", help="Held-out log instead of "
@@ -53,9 +54,11 @@ def fit_cmd(
     head_layers: Annotated[str | None, typer.Option(help="Hidden widths of the head, e.g. 16 or 64,64 (the exact "
                                                          "MIP spends one binary per unstable head neuron).")] = None,
     head_hidden: Annotated[int | None, typer.Option(hidden=True, help="Same as --head-layers N.")] = None,
-    batch: Annotated[int, typer.Option(help="Minibatch size.")] = 256,
-    lr: Annotated[float, typer.Option(help="Peak learning rate (one-cycle schedule).")] = 2e-3,
-    threads: Annotated[int | None, typer.Option(help="torch CPU threads (default 2 with --logs, 1 with --preset).")] = None,
+    batch: Annotated[int | None, typer.Option(help="Minibatch size (default 512 with --logs, 256 with --preset).")] = None,
+    lr: Annotated[float | None, typer.Option(help="Peak learning rate of the one-cycle schedule "
+                                                  "(default 3e-3 with --logs, 2e-3 with --preset).")] = None,
+    threads: Annotated[int, typer.Option(help="torch CPU threads (one is fastest for these small layers on a "
+                                              "busy machine).")] = 1,
     name: Annotated[str | None, typer.Option(help="Model name stored in the file (default: none; the preset's "
                                                   "name with --preset).")] = None,
     plot: Annotated[Path | None, typer.Option(help="Also write a predicted-vs-observed PNG of the held-out "
@@ -72,24 +75,20 @@ def fit_cmd(
         fail("give --head-layers or --head-hidden, not both")
     head = _widths("--head-layers", head_layers if head_hidden is None else str(head_hidden), (16,))
     player = _widths("--player-layers", player_layers, (64, 32))
-    for flag, v in (("--batch", batch), ("--embed-dim", embed_dim)):
-        if v < 1:
+    for flag, v in (("--batch", batch), ("--embed-dim", embed_dim), ("--epochs", epochs), ("--threads", threads)):
+        if v is not None and v < 1:
             fail(f"{flag} must be ≥ 1, got {v}")
-    if epochs is not None and epochs < 1:
-        fail(f"--epochs must be ≥ 1, got {epochs}")
-    if threads is not None and threads < 1:
-        fail(f"--threads must be ≥ 1, got {threads}")
-    if not lr > 0:
+    if lr is not None and not (math.isfinite(lr) and lr > 0):
         fail(f"--lr must be > 0, got {lr}")
     if plot is not None and plot.suffix.lower() != ".png":
         fail(f"--plot must name a .png file, got {str(plot)!r}")
     arch_flags = ((f" --embed-dim {embed_dim}" if embed_dim != 12 else "")
                   + (f" --player-layers {','.join(map(str, player))}" if player != (64, 32) else "")
                   + (f" --head-layers {','.join(map(str, head)) or 'none'}" if head != (16,) else "")
-                  + (f" --batch {batch}" if batch != 256 else "") + (f" --lr {lr:g}" if lr != 2e-3 else ""))
+                  + (f" --batch {batch}" if batch is not None else "") + (f" --lr {lr:g}" if lr is not None else ""))
     if preset is not None:
-        _fit_preset(preset, out, seed, epochs or 20, matches, players, holdout, batch, lr, embed_dim, player, head,
-                    threads or 1, write_log, plot, quiet, arch_flags)
+        _fit_preset(preset, out, seed, epochs or 20, matches, players, holdout, batch or 256, lr or 2e-3, embed_dim,
+                    player, head, threads, write_log, plot, quiet, arch_flags)
         return
     if not 0 < holdout_share < 1:
         fail(f"--holdout-share must lie in (0, 1), got {holdout_share}")
@@ -104,17 +103,17 @@ def fit_cmd(
             fail(f"--logs: no such file {str(p)!r}")
     from mgmatch.pipeline.fit_engagement import LogFitConfig, fit_log, write
 
-    n_epochs = epochs or 60
+    n_epochs = epochs or 30
     cfg = LogFitConfig(epochs=n_epochs, seed=seed, holdout_share=holdout_share, val_share=val_share,
-                       patience=patience, batch=batch, lr=float(lr), player_hidden=player, embed_dim=embed_dim,
-                       head_hidden=head, threads=threads or 2, name=name)
+                       patience=patience, batch=batch or 512, lr=float(lr or 3e-3), player_hidden=player,
+                       embed_dim=embed_dim, head_hidden=head, threads=threads, name=name)
     cmd = ("mgmatch fit-engagement " + " ".join(f"--logs {shlex.quote(str(p))}" for p in logs)  # type: ignore[union-attr]
            + "".join(f" --holdout-logs {shlex.quote(str(p))}" for p in holdout_logs or [])
            + f" --seed {seed} --epochs {n_epochs}"
-           + (f" --patience {patience}" if patience != 8 else "")
+           + (f" --patience {patience}" if patience != 5 else "")
            + (f" --holdout-share {holdout_share:g}" if holdout_share != 0.1 and not holdout_logs else "")
            + (f" --val-share {val_share:g}" if val_share != 0.1 else "")
-           + arch_flags + (f" --threads {threads}" if threads is not None else "")
+           + arch_flags + (f" --threads {threads}" if threads != 1 else "")
            + (f" --name {shlex.quote(name)}" if name else "") + f" --out {shlex.quote(str(out))}")
     result = fit_log(list(logs), cfg, holdout_logs=list(holdout_logs) if holdout_logs else None,  # type: ignore[arg-type]
                      command=cmd, progress=not quiet)

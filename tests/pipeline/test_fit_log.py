@@ -73,7 +73,7 @@ def test_the_split_is_seeded(log):
 
 
 def test_early_stopping_keeps_the_best_validation_epoch(log):
-    r = fit_log([log], LogFitConfig(epochs=40, patience=1, lr=0.05, seed=2, threads=1)).record
+    r = fit_log([log], LogFitConfig(epochs=40, patience=1, min_delta=0.0, lr=0.05, seed=2, threads=1)).record
     curve = [e["val_mse"] for e in r["curve"]]
     assert r["epochs_run"] < 40 and len(curve) == r["epochs_run"]
     assert r["best_epoch"] == int(np.argmin(curve)) + 1
@@ -106,7 +106,7 @@ def test_team_sizes_may_differ_between_teams_and_lines(tmp_path):
 def test_cli_writes_the_model_and_a_plot(log, tmp_path, capsys):
     out, png = tmp_path / "eng.json", tmp_path / "fit.png"
     code, stdout, err = _cli(capsys, "fit-engagement", "--logs", log, "--out", out, "--epochs", "3", "--seed", "4",
-                             "--head-layers", "8,8", "--player-layers", "16", "--embed-dim", "6", "--threads", "1",
+                             "--head-layers", "8,8", "--player-layers", "16", "--embed-dim", "6", "--batch", "64",
                              "--name", "own", "--plot", png, "--quiet")
     assert code == 0, err
     summary = json.loads(stdout)
@@ -116,7 +116,7 @@ def test_cli_writes_the_model_and_a_plot(log, tmp_path, capsys):
     assert [len(layer.bias) for layer in m.player_layers] == [16, 6]
     tr = m.training
     assert tr["command"] == (f"mgmatch fit-engagement --logs {log} --seed 4 --epochs 3 --embed-dim 6 "
-                             f"--player-layers 16 --head-layers 8,8 --threads 1 --name own --out {out}")
+                             f"--player-layers 16 --head-layers 8,8 --batch 64 --name own --out {out}")
     assert summary["holdout"] == tr["holdout"] and summary["plot"] == str(png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(tmp_path.glob(".*.tmp"))
