@@ -28,6 +28,7 @@ from typing import Annotated
 import numpy as np
 import typer
 
+from mgmatch.app import loadgen
 from mgmatch.app.cli import bench_app, emit, fail
 
 
@@ -35,40 +36,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-class _Conn:
-    """A minimal HTTP/1.1 keep-alive client (asyncio streams): the load generator must cost far less CPU
-    than the server it measures, and httpx costs about as much per request as the server does."""
-
-    def __init__(self, host: str, port: int):
-        self.host, self.port = host, port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-        head = (f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode()
-        self.writer.write(head + body)
-        try:
-            raw = await self.reader.readuntil(b"\r\n\r\n")
-        except (asyncio.IncompleteReadError, ConnectionError):
-            self.writer = None
-            return 0, b""
-        lines = raw.decode("latin-1").split("\r\n")
-        status = int(lines[0].split(" ", 2)[1])
-        length = 0
-        for ln in lines[1:]:
-            if ln[:15].lower() == "content-length:":
-                length = int(ln[15:].strip())
-        data = await self.reader.readexactly(length) if length else b""
-        return status, data
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
 
 
 def _host_port(url: str) -> tuple[str, int]:
@@ -86,26 +53,23 @@ def _stats(lat_ms: list[float], errors: int, elapsed: float) -> dict:
 async def _solve_load(url: str, bodies: list[dict], rate: float, duration_s: float, concurrency: int) -> dict:
     lat, errors, statuses = [], 0, {}
     payloads = [json.dumps(b).encode() for b in bodies]
-    host, port = _host_port(url)
-    pool: asyncio.Queue[_Conn] = asyncio.Queue()
-    for _ in range(concurrency):
-        pool.put_nowait(_Conn(host, port))
+    client = loadgen.Client(url, size=concurrency)  # at most `concurrency` in flight
 
     async def one(k: int) -> None:
         nonlocal errors
-        conn = await pool.get()  # at most `concurrency` in flight
+        t0 = time.perf_counter()
         try:
-            t0 = time.perf_counter()
-            code, data = await conn.post("/v1/solve", payloads[k % len(payloads)])
-            if code == 200:
-                lat.append((time.perf_counter() - t0) * 1e3)
-                sol = json.loads(data)
-                st = sol.get("status") + (f"/fallback:{sol['fallback']}" if sol.get("fallback") else "")
-                statuses[st] = statuses.get(st, 0) + 1
-            else:
-                errors += 1
-        finally:
-            pool.put_nowait(conn)
+            r = await client.post("/v1/solve", payloads[k % len(payloads)])
+        except loadgen.TransportError:
+            errors += 1
+            return
+        if r.status_code == 200:
+            lat.append((time.perf_counter() - t0) * 1e3)
+            sol = r.json()
+            st = sol.get("status") + (f"/fallback:{sol['fallback']}" if sol.get("fallback") else "")
+            statuses[st] = statuses.get(st, 0) + 1
+        else:
+            errors += 1
 
     for k in range(3):  # warm-up (models, predictor sessions)
         await one(k)
@@ -120,8 +84,7 @@ async def _solve_load(url: str, bodies: list[dict], rate: float, duration_s: flo
         await asyncio.sleep(max(0.0, start + k / rate - time.perf_counter()))
     await asyncio.gather(*tasks)
     elapsed = time.perf_counter() - start
-    while not pool.empty():
-        pool.get_nowait().close()
+    client.close()
     out = _stats(lat, errors, elapsed)
     out["offered_rps"] = rate
     out["statuses"] = statuses
@@ -142,7 +105,7 @@ async def _ingest_load(url: str, pool: str, dim: int, duration_s: float, concurr
 
     async def client(stop_at: float) -> None:
         nonlocal errors, counter
-        conn = _Conn(host, port)
+        conn = loadgen.Conn(host, port)
         while time.perf_counter() < stop_at:
             items = []
             for _ in range(batch):
@@ -152,7 +115,10 @@ async def _ingest_load(url: str, pool: str, dim: int, duration_s: float, concurr
                              f'"skill": {1500 + n % 400}}}]}}')
             body = (items[0] if batch == 1 else '{"tickets": [' + ", ".join(items) + "]}").encode()
             t0 = time.perf_counter()
-            code, _ = await conn.post(path, body)
+            try:
+                code = (await conn.request("POST", path, body, {"content-type": "application/json"})).status_code
+            except loadgen.TransportError:
+                code = 0
             if code == want:
                 lat.append((time.perf_counter() - t0) * 1e3)
             else:
