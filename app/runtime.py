@@ -15,6 +15,7 @@ from typing import Any
 from mgmatch.core.errors import InvalidInput
 
 from .ab import Experiments
+from .capture import Capture
 from .config import ServiceConfig, load_config
 from .engine import Engine
 from .matchmaker import JobRunner, Matchmaker
@@ -143,7 +144,7 @@ class Runtime:
         engagement = EngagementModels(config.models)
         if predictors is None:
             predictors = Predictors(config.models)
-        engine = Engine(engagement, predictors, config.default_engagement_model)
+        engine = Engine(engagement, predictors, config.default_engagement_model, capture=Capture.from_config(config))
         for k, p in enumerate(config.pools):
             engine.check_method(p.method, f"pools[{k}].method")
             engine.check_method(p.fallback_method, f"pools[{k}].fallback_method")
@@ -151,7 +152,9 @@ class Runtime:
                 try:
                     model = engagement.get(p.engagement_model)
                 except InvalidInput as err:
-                    raise InvalidInput(f"pools[{k}].engagement_model", err.message) from None
+                    where = f"pools[{k}].engagement_model"
+                    # a pool's own file already names its field (….path, ….sha256); keep that
+                    raise InvalidInput(err.field if err.field.startswith(where) else where, err.message) from None
                 if model.teams != p.teams:
                     raise InvalidInput(f"pools[{k}].engagement_model",
                                        f"model {p.engagement_model!r} scores {model.teams} teams, the pool has {p.teams}")
@@ -222,6 +225,8 @@ class Runtime:
             self.predictors.stop()
         self.solves.shutdown()
         self.probe.shutdown()
+        if self.engine.capture is not None:
+            self.engine.capture.stop()
 
     def readiness(self, store_ok: bool | None = None) -> tuple[bool, dict]:
         """Whether this process should take traffic, and why: the store answers a ping within

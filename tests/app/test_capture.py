@@ -34,9 +34,7 @@ def _config(tmp_path: Path, capture: dict, where: str = "global") -> Path:
 
 
 def _runtime(path: Path) -> Runtime:
-    rt = Runtime.build(Settings(config=path, store="memory"))
-    rt.engine.capture = Capture.from_config(rt.config)  # see the report: Runtime.build should do this
-    return rt
+    return Runtime.build(Settings(config=path, store="memory"))
 
 
 def _count(pool: str, result: str) -> float:

@@ -80,10 +80,10 @@ def test_wrong_pin_stops_start_up_naming_the_field(tmp_path, attr):
     path.write_text(yaml.safe_dump(cfg))
     with pytest.raises(InvalidInput) as err:
         Runtime.build(Settings(config=path, store="memory"))
-    assert err.value.field.startswith(f"pools[0].{attr}")
+    assert err.value.field == f"pools[0].{attr}.sha256"
     assert "does not match the pin" in err.value.message
     r = _run("serve", "--config", str(path), "--port", "1")
-    assert r.returncode == 2 and f"pools[0].{attr}" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and f"pools[0].{attr}.sha256" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_missing_pool_file_stops_start_up(tmp_path):
