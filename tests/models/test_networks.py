@@ -5,18 +5,23 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from mgmatch.core.engagement import load_engagement, parse_engagement
+from mgmatch.core.engagement import load_engagement
 from mgmatch.core.instance import parse_instance
 from mgmatch.core.presets import generate_instances, load_model
 from mgmatch.core.problem import Problem
 from mgmatch.models.encoder import batch, encode
 from mgmatch.models.networks import ARCHS, LEGACY_KEYS, EdgeMLPConv, NetConfig, batch_tensors, bce_loss, build
 from mgmatch.models.train import TrainConfig, load_checkpoint, save_checkpoint, train
+
+sys.path.insert(0, str(Path(__file__).parent))
+from generated_game import game_problems  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -219,29 +224,8 @@ def test_edge_mlp_conv_sums_or_averages_mlp_messages_at_the_target():
         EdgeMLPConv(lin, ("src", "target"))
 
 
-def _game_problems(teams: int, pools: tuple[int, ...], seed: int) -> list[Problem]:
-    """Pools of a generated game (not a preset): ``teams`` teams of 2, 3 features, a random engagement net."""
-    rng = np.random.default_rng(seed)
-
-    def layer(o, i):
-        return {"weight": rng.normal(scale=0.5, size=(o, i)).round(4).tolist(),
-                "bias": rng.normal(scale=0.1, size=o).round(4).tolist()}
-
-    model = parse_engagement({"format": "mgmatch-engagement/v1", "teams": teams, "feature_dim": 3,
-                              "player_layers": [layer(6, 3), layer(5, 6)], "head_layers": [layer(8, 5 * teams), layer(1, 8)]})
-    out = []
-    for n in pools:
-        players = [{"id": f"p{i}", "features": rng.normal(size=3).round(3).tolist()} for i in range(n)]
-        a, b, c = rng.choice(n, 3, replace=False)
-        rules = [{"kind": "if", "when": {"all": [[f"p{a}", 0], {"not": [f"p{b}", 1]}]},
-                  "then": {"terms": [[f"p{c}", teams - 1, 1.0]], "sense": "<=", "rhs": 0}},
-                 {"kind": "avoid", "players": [f"p{b}", f"p{c}"], "scope": "team"}]
-        out.append(Problem(parse_instance({"teams": teams, "team_size": 2, "players": players, "rules": rules}), model))
-    return out
-
-
 def test_the_pyg_network_trains_on_a_tiny_generated_3_team_game():
-    probs = _game_problems(3, (6, 7, 8, 9), seed=2)
+    probs = game_problems(3, (6, 7, 8, 9), seed=2)
     torch.manual_seed(0)
     net = build(NetConfig(arch="mgmatch", teams=3, emb_dim=probs[0].model.embed_dim))
     gb = batch([encode(p) for p in probs])

@@ -6,20 +6,22 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from mgmatch.core.engagement import parse_engagement
 from mgmatch.core.errors import InvalidInput
-from mgmatch.core.instance import parse_instance
 from mgmatch.core.presets import generate_instances, load_model
 from mgmatch.core.problem import Problem
 from mgmatch.models.encoder import batch, encode
 from mgmatch.models.export import export, onnx_bytes, parity
 from mgmatch.models.networks import ARCHS, NetConfig, build
 from mgmatch.models.runtime import OnnxPredictor, load_predictor, shipped_names
+
+sys.path.insert(0, str(Path(__file__).parent))
+from generated_game import game_problems  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -146,33 +148,12 @@ def test_train_command_writes_a_parity_checked_model_the_runtime_loads(tmp_path,
     assert code == 2 and "no such dataset" in stderr
 
 
-def _game_problems(teams: int, pools: tuple[int, ...], seed: int) -> list[Problem]:
-    """Pools of a generated game (not a preset): ``teams`` teams of 2, 3 features, a random engagement net."""
-    rng = np.random.default_rng(seed)
-
-    def layer(o, i):
-        return {"weight": rng.normal(scale=0.5, size=(o, i)).round(4).tolist(),
-                "bias": rng.normal(scale=0.1, size=o).round(4).tolist()}
-
-    model = parse_engagement({"format": "mgmatch-engagement/v1", "teams": teams, "feature_dim": 3,
-                              "player_layers": [layer(6, 3), layer(5, 6)], "head_layers": [layer(8, 5 * teams), layer(1, 8)]})
-    out = []
-    for n in pools:
-        players = [{"id": f"p{i}", "features": rng.normal(size=3).round(3).tolist()} for i in range(n)]
-        a, b, c = rng.choice(n, 3, replace=False)
-        rules = [{"kind": "if", "when": {"all": [[f"p{a}", 0], {"not": [f"p{b}", 1]}]},
-                  "then": {"terms": [[f"p{c}", teams - 1, 1.0]], "sense": "<=", "rhs": 0}},
-                 {"kind": "avoid", "players": [f"p{b}", f"p{c}"], "scope": "team"}]
-        out.append(Problem(parse_instance({"teams": teams, "team_size": 2, "players": players, "rules": rules}), model))
-    return out
-
-
 @pytest.mark.parametrize("teams", [2, 3])
 @pytest.mark.parametrize("arch", ["mgmatch", "bgcn-lc", "bgcn-te"])
 def test_the_pyg_network_exports_exactly_for_generated_games_of_2_and_3_teams(arch, teams, tmp_path):
     import onnx
 
-    probs = _game_problems(teams, (6, 9, 7, 12, 8), seed=teams)
+    probs = game_problems(teams, (6, 9, 7, 12, 8), seed=teams)
     net, gs = _exported(arch, probs, tmp_path / "m.onnx", teams=teams)
     # PyG's add and mean aggregations become ScatterElements(add); no other scatter reaches the graph
     graph = onnx.load(tmp_path / "m.onnx").graph
