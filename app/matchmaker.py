@@ -257,6 +257,10 @@ class Matchmaker:
         # candidate sets that formed no match: not retried until the waiting set changes or a while passed
         self._barren: dict[str | None, tuple[frozenset[str], float]] = {}
         self.retry_s = 2.0
+        # the reaper runs at most this often (expiries and leases are seconds long; every 50 ms tick
+        # would spend Redis calls on nothing)
+        self.reap_every_s = 0.25
+        self._reaped_at = float("-inf")
         # ticket id → (ticket, its Waiting) for the tickets of the current window: a ticket's data never
         # changes, so each body is read and parsed once, not on every tick
         self._seen: dict[str, tuple[Ticket, Waiting]] = {}
@@ -304,11 +308,13 @@ class Matchmaker:
         """One round; returns the number of matches formed (or jobs published)."""
         now = time.time() if now is None else now
         self.last_tick = now
-        expired, released = self.store.reap(self.pool.name, now)
-        if expired:
-            metrics.TICKET_EVENTS.labels(self.pool.name, "expired").inc(expired)
-        if released:
-            metrics.TICKET_EVENTS.labels(self.pool.name, "requeued").inc(released)
+        if abs(now - self._reaped_at) >= self.reap_every_s:
+            self._reaped_at = now
+            expired, released = self.store.reap(self.pool.name, now)
+            if expired:
+                metrics.TICKET_EVENTS.labels(self.pool.name, "expired").inc(expired)
+            if released:
+                metrics.TICKET_EVENTS.labels(self.pool.name, "requeued").inc(released)
         metrics.QUEUE_DEPTH.labels(self.pool.name).set(self.store.queue_depth(self.pool.name))
         if self.backlogged():
             return 0

@@ -177,11 +177,27 @@ class Harness:
 # --------------------------------------------------------------------------- matchmaker
 
 
-def matchmaker_step(h: Harness, mms: list[Matchmaker]) -> bool:
+#: a pool's leader key lives this long; its holder renews it every LEADER_RENEW_S (a third), and a
+#: standby asks for it every LEADER_RETRY_S, instead of three Redis calls per pool on every loop
+LEADER_TTL_MS = 3000
+LEADER_RENEW_S = 1.0
+LEADER_RETRY_S = 0.5
+
+
+def matchmaker_step(h: Harness, mms: list[Matchmaker], leases: dict[str, tuple[float, bool]]) -> bool:
+    """One loop over the pools: tick those this worker leads. ``leases`` (pool → (next check on the
+    monotonic clock, leader?)) is the loop's memory of the leader keys. Between renewals a worker may
+    believe it still leads for at most LEADER_RENEW_S after its key was lost (a flush, a failover):
+    two matchmakers may then tick one pool for that long, which atomic claims make harmless."""
     busy = False
+    now = time.monotonic()
     for mm in mms:
         pool = mm.pool.name
-        if not h.store.acquire_leader(pool, h.worker_id, ttl_ms=3000):
+        check_at, leader = leases.get(pool, (0.0, False))
+        if now >= check_at:
+            leader = h.store.acquire_leader(pool, h.worker_id, ttl_ms=LEADER_TTL_MS)
+            leases[pool] = (now + (LEADER_RENEW_S if leader else LEADER_RETRY_S), leader)
+        if not leader:
             continue
         metrics.WORKER_UP.labels(f"matchmaker-{pool}").set(1)
         busy |= bool(mm.tick())
@@ -384,7 +400,8 @@ def run_worker(kind: str, rt: Runtime, min_idle_ms: int = 10_000, metrics_port: 
     h.install_signals()
     if kind == "matchmaker":
         mms = make_matchmakers(rt)
-        h.run(lambda: matchmaker_step(h, mms), metrics_port)
+        leases: dict[str, tuple[float, bool]] = {}
+        h.run(lambda: matchmaker_step(h, mms, leases), metrics_port)
     elif kind == "solver":
         h.run(lambda: solver_step(h, min_idle_ms), metrics_port)
     elif kind == "inference":
