@@ -70,13 +70,18 @@ def test_a_tick_reads_a_bounded_window_and_each_body_once(make_rt):
     assert not set(jobs[0]["tickets"]) & set(jobs[1]["tickets"])
 
 
+def _stale_and_fitting(rt: Runtime, now: float) -> tuple[Ticket, list[str]]:
+    """A ticket queued before the pool's model changed (5 features where the model now reads 4), the
+    oldest, and 6 tickets that fit."""
+    bad = Ticket(new_ticket_id("small"), "small", [{"id": "stale", "features": [0.1] * 5}], now - 500, now + 300)
+    rt.store.create(bad)
+    return bad, _queue(rt, 6)
+
+
 def test_a_ticket_that_no_longer_fits_is_expired_with_a_reason_and_the_pool_goes_on(make_rt):
     rt = make_rt(max_candidates=12)
     now = time.time()
-    # queued before the pool's model changed: 5 features where the model now reads 4; the oldest ticket
-    bad = Ticket(new_ticket_id("small"), "small", [{"id": "stale", "features": [0.1] * 5}], now - 500, now + 300)
-    rt.store.create(bad)
-    good = _queue(rt, 6)
+    bad, good = _stale_and_fitting(rt, now)
     assert ticket_problem(rt.pools["small"], bad) is not None
     mm = Matchmaker(rt.pools["small"], rt.store, rt.runner, rt.experiments)
     formed = sum(mm.tick() for _ in range(3))
@@ -91,9 +96,7 @@ def test_a_ticket_that_no_longer_fits_is_expired_with_a_reason_and_the_pool_goes
 def test_the_job_runner_expires_a_claimed_ticket_that_stopped_fitting_and_matches_the_rest(make_rt):
     rt = make_rt(max_candidates=12)
     now = time.time()
-    bad = Ticket(new_ticket_id("small"), "small", [{"id": "stale", "features": [0.1] * 5}], now - 500, now + 300)
-    rt.store.create(bad)
-    good = _queue(rt, 6)
+    bad, good = _stale_and_fitting(rt, now)
     job = Job("c0ffee", "small", [bad.id, *good], 2, [], 0.0, None, now + 30)
     assert rt.store.claim("small", job.tickets, job.claim_id, job.lease_until)
     assert rt.runner.run(job) == 1
