@@ -177,6 +177,26 @@ class PoolConfig(_Strict):
     def max_party(self) -> int:
         return min(self.sizes)
 
+    def check_fit(self, players: list[dict[str, Any]]) -> None:
+        """Raise InvalidInput naming the field unless one ticket's players (a solo player or a party,
+        as stored) can be part of a match of this pool: the party fits a team, and every player has
+        the model's number of features and the fields the pool's rules read. The API checks a new
+        ticket with it; the matchmaker checks stored tickets (the pool's config may have changed)."""
+        if len(players) > self.max_party:
+            raise InvalidInput("players", f"a party of {len(players)} does not fit a team of {self.max_party}")
+        kinds = {r.get("kind") for r in self.rules}
+        for i, p in enumerate(players):
+            feats = p.get("features")
+            if not isinstance(feats, list | tuple):
+                raise InvalidInput(f"players[{i}].features", "missing")
+            if self.feature_dim is not None and len(feats) != self.feature_dim:
+                raise InvalidInput(f"players[{i}].features",
+                                   f"expected {self.feature_dim} numbers (pool {self.name}'s model), got {len(feats)}")
+            for need, attr in (({"skill_balance", "skill_spread"}, "skill"),
+                               ({"roles", "role_min", "role_max"}, "roles"), ({"max_ping"}, "pings")):
+                if kinds & need and p.get(attr) is None:
+                    raise InvalidInput(f"players[{i}].{attr}", f"required by pool {self.name}'s rules")
+
     @property
     def window(self) -> int:
         """How many longest-waiting tickets a matchmaker tick reads (see ``scan_window``)."""

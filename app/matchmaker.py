@@ -47,22 +47,9 @@ def waiting_of(t: Ticket) -> Waiting:
 def ticket_problem(pool: PoolConfig, t: Ticket) -> str | None:
     """Why a stored ticket can never be part of a match of ``pool`` (the pool's config changed since
     it was queued, or it was written by another version), or None when it fits."""
-    kinds = {r.get("kind") for r in pool.rules}
-    for i, p in enumerate(t.players):
-        feats = p.get("features") if isinstance(p, dict) else None
-        if not isinstance(feats, list):
-            return f"players[{i}].features: missing"
-        if pool.feature_dim is not None and len(feats) != pool.feature_dim:
-            return (f"players[{i}].features: expected {pool.feature_dim} numbers (pool {pool.name}'s model), "
-                    f"got {len(feats)}")
-        for need, attr in (({"skill_balance", "skill_spread"}, "skill"),
-                           ({"roles", "role_min", "role_max"}, "roles"), ({"max_ping"}, "pings")):
-            if kinds & need and p.get(attr) is None:
-                return f"players[{i}].{attr}: required by pool {pool.name}'s rules"
-    if len(t.players) > pool.max_party:
-        return f"players: a party of {len(t.players)} does not fit a team of {pool.max_party}"
     try:
-        waiting_of(t)
+        waiting_of(t)  # every stored player still parses (a non-object player included)
+        pool.check_fit(t.players)
     except InvalidInput as err:
         return str(err)
     return None

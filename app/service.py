@@ -133,21 +133,13 @@ def prepare_ticket(rt: Runtime, body: TicketIn, ab_header: str | None, idempoten
     pool = rt.pools.get(body.pool)
     if pool is None:
         raise InvalidInput("pool", f"unknown pool {body.pool!r}; known: {', '.join(rt.pools)}")
-    if len(body.players) > pool.max_party:
-        raise InvalidInput("players", f"a party of {len(body.players)} does not fit a team of {pool.max_party}")
     seen = set()
-    kinds = {r.get("kind") for r in pool.rules}
     for i, p in enumerate(body.players):
         if p.id in seen:
             raise InvalidInput(f"players[{i}].id", f"duplicate player id {p.id!r}")
         seen.add(p.id)
-        if pool.feature_dim is not None and len(p.features) != pool.feature_dim:
-            raise InvalidInput(f"players[{i}].features",
-                               f"expected {pool.feature_dim} numbers (pool {pool.name}'s model), got {len(p.features)}")
-        for need, attr in (({"skill_balance", "skill_spread"}, "skill"),
-                           ({"roles", "role_min", "role_max"}, "roles"), ({"max_ping"}, "pings")):
-            if kinds & need and getattr(p, attr) is None:
-                raise InvalidInput(f"players[{i}].{attr}", f"required by pool {pool.name}'s rules")
+    players = [p.model_dump(exclude_none=True, exclude={"waited_s"}) for p in body.players]
+    pool.check_fit(players)
     ttl = body.ttl_s if body.ttl_s is not None else pool.ticket_ttl_s
     if ttl > pool.ticket_ttl_s:
         raise InvalidInput("ttl_s", f"at most {pool.ticket_ttl_s:g} s in pool {pool.name}")
@@ -157,7 +149,6 @@ def prepare_ticket(rt: Runtime, body: TicketIn, ab_header: str | None, idempoten
     if exp is not None and exp.config.key in ("player", "header"):
         ab_key = ab_header if exp.config.key == "header" and ab_header else body.players[0].id
         arm = exp.arm_for(ab_key).name
-    players = [p.model_dump(exclude_none=True, exclude={"waited_s"}) for p in body.players]
     for p in players:
         p["features"] = list(p["features"])
         if "roles" in p:
