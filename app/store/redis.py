@@ -81,12 +81,12 @@ SCRIPTS = ("create", "claim", "commit", "release", "takeover", "cancel", "expire
 _SOURCES = {name: _lua(name) for name in SCRIPTS}
 
 
-def _unavailable(err: Exception) -> StoreUnavailable:
-    return StoreUnavailable(f"Redis unavailable: {type(err).__name__}: {err}")
-
-
-def _is_unavailable_reply(err: rex.ResponseError) -> bool:
-    return str(err).startswith(_UNAVAILABLE_REPLIES)
+def _unavailable(err: Exception) -> StoreUnavailable | None:
+    """The StoreUnavailable an error of a Redis call means, or None when it is not about reaching Redis."""
+    if isinstance(err, _UNAVAILABLE) or (isinstance(err, rex.ResponseError)
+                                          and str(err).startswith(_UNAVAILABLE_REPLIES)):
+        return StoreUnavailable(f"Redis unavailable: {type(err).__name__}: {err}")
+    return None
 
 
 def _guard(fn):
@@ -96,24 +96,20 @@ def _guard(fn):
         async def guarded_async(*args, **kwargs):
             try:
                 return await fn(*args, **kwargs)
-            except _UNAVAILABLE as err:
-                raise _unavailable(err) from err
-            except rex.ResponseError as err:
-                if _is_unavailable_reply(err):
-                    raise _unavailable(err) from err
-                raise
+            except (*_UNAVAILABLE, rex.ResponseError) as err:
+                if (out := _unavailable(err)) is None:
+                    raise
+                raise out from err
         return guarded_async
 
     @functools.wraps(fn)
     def guarded(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except _UNAVAILABLE as err:
-            raise _unavailable(err) from err
-        except rex.ResponseError as err:
-            if _is_unavailable_reply(err):
-                raise _unavailable(err) from err
-            raise
+        except (*_UNAVAILABLE, rex.ResponseError) as err:
+            if (out := _unavailable(err)) is None:
+                raise
+            raise out from err
     return guarded
 
 
