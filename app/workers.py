@@ -45,7 +45,7 @@ from .keys import BLOCK_MS, HEARTBEAT_TTL_S, INFERENCE_REPLY_TTL_S
 from .matchmaker import Job, Matchmaker
 from .models_hub import PredictorDown
 from .runtime import Runtime
-from .store import RedisStore, StoreUnavailable
+from .store import RedisStore, StoreUnavailable, wait_reachable
 
 log = logging.getLogger("mgmatch.worker")
 MAX_BACKOFF_S = 2.0
@@ -103,24 +103,12 @@ class Harness:
         """Wait until Redis answers, retrying with back-off and logging every ~10 s; True once it does,
         False if stopped meanwhile. Raises StartupTimeout after ``wait_s`` (default MGMATCH_STARTUP_WAIT_S)."""
         wait_s = self.rt.settings.startup_wait_s if wait_s is None else wait_s
-        start = time.monotonic()
-        delay, logged = 0.1, -1.0
-        while not self.stop.is_set():
-            if self.store.ping():
-                if logged >= 0:
-                    log.info("%s %s: Redis answered after %.1f s", self.kind, self.worker_id, time.monotonic() - start)
-                return True
-            waited = time.monotonic() - start
-            if waited >= wait_s:
-                raise StartupTimeout(f"Redis at {self.rt.settings.redis_url} did not answer within {wait_s:g} s "
-                                     f"(MGMATCH_STARTUP_WAIT_S)")
-            if logged < 0 or waited - logged >= 10:
-                log.warning("%s %s: Redis at %s does not answer; waiting (%.0f of %g s)", self.kind, self.worker_id,
-                            self.rt.settings.redis_url, waited, wait_s)
-                logged = waited
-            self.stop.wait(min(delay, max(0.0, wait_s - waited)))
-            delay = min(delay * 2, MAX_BACKOFF_S)
-        return False
+        reached = wait_reachable(self.store.ping, wait_s, f"{self.kind} {self.worker_id}: Redis at "
+                                 f"{self.rt.settings.redis_url}", self.stop, MAX_BACKOFF_S)
+        if reached is False:
+            raise StartupTimeout(f"Redis at {self.rt.settings.redis_url} did not answer within {wait_s:g} s "
+                                 f"(MGMATCH_STARTUP_WAIT_S)")
+        return bool(reached)
 
     def _beat(self) -> None:
         outage = Outage(f"{self.kind} {self.worker_id} heartbeat")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -42,34 +41,17 @@ def serve_cmd(
 log = logging.getLogger("mgmatch.serve")
 
 
-def wait_for_store(rt, wait_s: float, max_delay_s: float = 2.0) -> bool:
-    """Ping the store until it answers (back-off from 0.1 s, a log line every ~10 s); False after ``wait_s``."""
-    start = time.monotonic()
-    delay, logged = 0.1, -1.0
-    while True:
-        if rt.probe.check():
-            if logged >= 0:
-                log.info("store answered after %.1f s", time.monotonic() - start)
-            return True
-        waited = time.monotonic() - start
-        if waited >= wait_s:
-            return False
-        if logged < 0 or waited - logged >= 10:
-            log.warning("store at %s does not answer; waiting (%.0f of %g s)", rt.settings.redis_url, waited, wait_s)
-            logged = waited
-        time.sleep(min(delay, max(0.0, wait_s - waited)))
-        delay = min(delay * 2, max_delay_s)
-
-
 def run_server(settings, host: str, port: int) -> None:
     import uvicorn
 
     from mgmatch.app.api import build_asgi
     from mgmatch.app.runtime import Runtime
+    from mgmatch.app.store import wait_reachable
 
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     rt = Runtime.build(settings)
-    if settings.store == "redis" and not wait_for_store(rt, settings.startup_wait_s):
+    if settings.store == "redis" and not wait_reachable(rt.probe.check, settings.startup_wait_s,
+                                                        f"store at {settings.redis_url}"):
         fail(f"cannot reach Redis at {settings.redis_url} within {settings.startup_wait_s:g} s (MGMATCH_STARTUP_WAIT_S)")
     if settings.grpc_port and settings.hmac_secret and not settings.api_keys:
         log.warning("gRPC takes API keys only: with MGMATCH_HMAC_SECRET and no MGMATCH_API_KEYS every gRPC call "

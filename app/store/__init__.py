@@ -13,12 +13,13 @@ from .base import (
     TicketStatus,
     new_ticket_id,
     pool_of,
+    wait_reachable,
 )
 from .memory import MemoryStore
 from .redis import RedisStore
 
 __all__ = ["RETENTION_S", "Conflict", "MatchResult", "MemoryStore", "RedisStore", "Store", "StoreUnavailable",
-           "Ticket", "TicketStatus", "make_store", "new_ticket_id", "pool_of"]
+           "Ticket", "TicketStatus", "make_store", "new_ticket_id", "pool_of", "wait_reachable"]
 
 
 def make_store(settings) -> Store:

@@ -20,9 +20,12 @@ frees the ticket's players, so they may queue again.
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -206,3 +209,34 @@ class Store(ABC):
 
     def close(self) -> None:
         return None
+
+
+def wait_reachable(ping: Callable[[], bool], wait_s: float, what: str, stop: threading.Event | None = None,
+                   max_delay_s: float = 2.0) -> bool | None:
+    """Ping until the store answers, backing off from 0.1 s to ``max_delay_s`` and logging every ~10 s
+    (what ``serve`` and every worker do at start-up).
+
+    Returns:
+        True once it answers, False when ``wait_s`` passed without an answer, None when ``stop`` was set.
+    """
+    log = logging.getLogger("mgmatch.store")
+    start = time.monotonic()
+    delay, logged = 0.1, -1.0
+    while stop is None or not stop.is_set():
+        if ping():
+            if logged >= 0:
+                log.info("%s answered after %.1f s", what, time.monotonic() - start)
+            return True
+        waited = time.monotonic() - start
+        if waited >= wait_s:
+            return False
+        if logged < 0 or waited - logged >= 10:
+            log.warning("%s does not answer; waiting (%.0f of %g s)", what, waited, wait_s)
+            logged = waited
+        pause = min(delay, max(0.0, wait_s - waited))
+        if stop is None:
+            time.sleep(pause)
+        else:
+            stop.wait(pause)
+        delay = min(delay * 2, max_delay_s)
+    return None

@@ -96,3 +96,14 @@ def test_a_worker_gives_up_after_the_startup_wait_with_one_line(tmp_path):
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("mgmatch: Redis at") and "did not answer within 0.5 s" in last
     assert "Traceback" not in out.stderr
+
+
+def test_serve_gives_up_after_the_startup_wait_with_one_line(tmp_path):
+    redis = SpareRedis(tmp_path)  # never started
+    env = _env(service_config(tmp_path), redis.url, MGMATCH_STARTUP_WAIT_S="0.5")
+    out = subprocess.run([sys.executable, "-c", "from mgmatch.app.cli import main; main()", "serve", "--store", "redis",
+                          "--port", "1"], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last == f"mgmatch: cannot reach Redis at {redis.url} within 0.5 s (MGMATCH_STARTUP_WAIT_S)"
+    assert "does not answer; waiting" in out.stderr and "Traceback" not in out.stderr
