@@ -76,12 +76,12 @@ def test_fill_matches_tickets_and_fills_the_backfill_atomically(store):
     # another fill of a filled backfill is refused
     assert not store.fill_backfill("p", b.id, ids[2:], [["u2"], []], _results("m-1", b.id, ids[2:]))
     assert store.get(ids[2]).status == "queued"
-    # the filled tickets' players may queue again
-    store.create(Ticket(new_ticket_id("p"), "p", [{"id": "u0", "features": [0.0]}], time.time(), time.time() + 60))
-    with pytest.raises(Conflict, match="cancelled"):
-        c = _backfill(store)
-        store.cancel_backfill(c.id)
-        store.cancel_backfill(c.id)
+    # the filled tickets' players may queue again; a filled backfill cannot be cancelled
+    again, created = store.create(Ticket(new_ticket_id("p"), "p", [{"id": "u0", "features": [0.0]}], time.time(),
+                                         time.time() + 60))
+    assert created and again.status == "queued"
+    with pytest.raises(Conflict, match="filled"):
+        store.cancel_backfill(b.id)
 
 
 def test_fill_is_all_or_nothing(store):
@@ -130,12 +130,12 @@ def test_no_ticket_in_a_backfill_and_a_new_match_at_once(store, rounds):
         b1, b2 = _backfill(store, match_id=f"bf{r}a"), _backfill(store, match_id=f"bf{r}b")
         barrier = threading.Barrier(3)
 
-        def fill(b, pair):
+        def fill(b, pair, barrier=barrier):
             barrier.wait()
             if store.fill_backfill("p", b.id, pair, [[], []], _results(b.match_id, b.id, pair)):
                 won_fill.append((b.id, pair))
 
-        def match(quad, r=r):
+        def match(quad, r=r, barrier=barrier):
             barrier.wait()
             cid = f"claim{r}"
             if store.claim("p", quad, cid, time.time() + 30):
