@@ -493,8 +493,9 @@ class ChaosRun:
             await asyncio.sleep(wait)
             backoff = min(1.0, backoff * 2)
 
-    async def _read_backfills(self) -> None:
-        """Read every backfill once (after the tickets settled): its final view, or 404."""
+    async def _read_backfills(self, phase: int) -> None:
+        """Read every backfill of ``phase`` once (after its tickets settled; before the flush for those
+        accepted before it): its final view, or 404."""
         sem = asyncio.Semaphore(self.plan.concurrency)
 
         async def one(b: BfRec) -> None:
@@ -511,7 +512,7 @@ class ChaosRun:
                 b.view = r.json()
                 b.status = b.view["status"]
 
-        await asyncio.gather(*(one(b) for b in self.bfs))
+        await asyncio.gather(*(one(b) for b in self.bfs if b.phase == phase))
 
     async def _get(self, rec: Rec, sem: asyncio.Semaphore, into: Counter | None = None) -> None:
         async with sem:
@@ -626,6 +627,7 @@ class ChaosRun:
         self._event(f"ingest paused at {before} accepted; waiting for them to match before FLUSHALL")
         await self._settle(0, "before flush")
         await self._recheck_404(0)
+        await self._read_backfills(0)
         self.pre_leftover = list(self.leftover)
         await asyncio.to_thread(self.redis.flushall)
         self.phase = 1
@@ -675,7 +677,7 @@ class ChaosRun:
             poller.cancel()
             await self._settle(self.phase, "end")
             await self._recheck_404(self.phase)
-            await self._read_backfills()
+            await self._read_backfills(self.phase)
             if plan.flush:
                 flushed = [r for r in self.recs if r.phase == 0]
                 await self._poll(flushed, into=self.flushed_codes)
@@ -742,7 +744,8 @@ def run_chaos(plan: ChaosPlan, say: Callable[[str], None] | None = None) -> dict
     ``queued``, ``proposed``); ``leftover``; ``transient_404`` (tickets that read 404 and existed after
     all); ``flushed_not_404`` (tickets from before the flush that still read); ``double_booked``
     (players in two matches, a backfill counting as its own match), ``backfills`` (accepted),
-    ``backfills_by_status`` (filled, open, expired, 404 when flushed), ``backfilled_players``,
+    ``backfills_by_status`` (filled, open, expired; those from before the flush read just before it),
+    ``backfilled_players``,
     ``backfill_double_booked``, ``backfill_mismatched`` (filled backfills their tickets do not
     confirm), ``inconsistent_tickets``, ``malformed_matches``; ``http_5xx_non_503``,
     ``http_503``, ``transport_errors`` (``transport_error_kinds`` by exception); ``players_per_s``

@@ -158,3 +158,27 @@ def test_no_player_in_a_backfill_and_a_new_match_under_concurrency(make_rt):
             assert where[pid] == f"{b.match_id}/{b.id}"
     assert sum(1 for v in where.values() if v.endswith("/None")) >= 6  # new matches formed too
     assert len(where) + sum(rt.store.get(t).status == "queued" for t in tickets) == 30
+
+
+@pytest.mark.parametrize("store", ["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def test_bench_backfill_fills_every_backfill_in_the_first_tick(store, request):
+    from mgmatch.app.backfill_bench import run_backfill_bench
+    from mgmatch.core.errors import InvalidInput
+
+    url = None
+    if store == "redis":
+        url, _ = request.getfixturevalue("redis_url")
+    r = run_backfill_bench("3v3", store, tickets=40, backfills=4, seed=2, redis_url=url).to_json()
+    assert r["filled"] == 4 and r["filled_in_first_tick"] == 4 and r["ticks_to_fill_max"] == 1, r
+    assert r["double_booked"] == 0 and r["new_matches"] >= 1 and r["fill_ms_p50"] > 0
+    with pytest.raises(InvalidInput) as err:
+        run_backfill_bench("3v3", "disk", tickets=40, backfills=4, seed=2)
+    assert err.value.field == "store"
+
+
+def test_bench_backfill_cli_refuses_bad_input_in_one_line():
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", "from mgmatch.app.cli import main; main()", "bench", "backfill",
+                          "--store", "disk"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stderr.strip().count("\n") == 0 and "--store" in out.stderr, out.stderr
