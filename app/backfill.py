@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from mgmatch.core.errors import InvalidInput
@@ -102,9 +103,9 @@ class Backfiller:
         if expired:
             metrics.BACKFILL_EVENTS.labels(self.pool.name, "expired").inc(expired)
 
-    def step(self, queued: list[Ticket], now: float) -> set[str]:
-        """Try to fill the pool's open backfills from ``queued`` (the tick's window, longest waiting
-        first); returns the ids of the tickets that went into backfills."""
+    def step(self, window: Callable[[], list[Ticket]], now: float) -> set[str]:
+        """Try to fill the pool's open backfills from ``window()`` (the tick's queued tickets, longest
+        waiting first; read only when a backfill is open); returns the ids of the tickets taken."""
         pool = self.pool
         open_ = self.store.open_backfills(pool.name, limit=MAX_PER_TICK)
         metrics.BACKFILLS_OPEN.labels(pool.name).set(len(open_))
@@ -112,6 +113,9 @@ class Backfiller:
         for bid in [k for k in self._barren if k not in live]:
             del self._barren[bid]
         taken: set[str] = set()
+        if not open_:
+            return taken
+        queued = window()
         for b in open_:
             cands = candidates_for(pool, b, queued, taken)
             if sum(len(t.players) for t in cands) < sum(b.open):

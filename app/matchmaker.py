@@ -310,19 +310,16 @@ class Matchmaker:
             if self.backfiller is not None:
                 self.backfiller.reap(now)
         metrics.QUEUE_DEPTH.labels(self.pool.name).set(self.store.queue_depth(self.pool.name))
-        window = self.window(now)
         done = 0
-        if self.backfiller is not None:  # backfills first: the tickets they take are not in this tick's matches
-            filled = self.backfiller.step([t for t, _ in window], now)
-            if filled:
-                done += 1
-                window = [(t, w) for t, w in window if t.id not in filled]
+        if self.backfiller is not None:  # backfills first: the tickets they take are in no match of this tick
+            # (the window is read only when a backfill is open)
+            done += bool(self.backfiller.step(lambda: [t for t, _ in self.window(now)], now))
         if self.backlogged():
             return done
         groups: dict[str | None, list[tuple[Ticket, Waiting]]] = {}
         exp = self.experiments.for_pool(self.pool.name)
         split = exp is not None and exp.config.key == "player"
-        for t, w in window:
+        for t, w in self.window(now):
             groups.setdefault(t.arm if split else None, []).append((t, w))
         for arm, group in groups.items():
             ids = frozenset(t.id for t, _ in group)
