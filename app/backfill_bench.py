@@ -88,6 +88,7 @@ def run_backfill_bench(pool: str, store: str, tickets: int, backfills: int, seed
         for body in make_backfills(pool, backfills, seed):
             b = rt.store.create_backfill(prepare_backfill(rt, BackfillIn.model_validate({**body, "ttl_s": 600})))
             opened[b.id] = b
+        rt.warm()  # predictors loaded now, as `serve` and the workers do at start-up (not inside a solve's budget)
         mm = Matchmaker(rt.pools[pool], rt.store, rt.runner, rt.experiments)
         timed = _TimedFills(mm.backfiller, out.fill_ms)
         open_ids = set(opened)
