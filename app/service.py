@@ -25,7 +25,14 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from mgmatch.core.errors import InvalidInput
 from mgmatch.core.instance import Instance, Player, parse_instance
-from mgmatch.core.limits import MAX_BACKFILL_TTL_S, MAX_NAME_CHARS, MAX_TEAM_SIZE, MAX_TEAMS, MAX_TEXT_CHARS
+from mgmatch.core.limits import (
+    MAX_BACKFILL_TTL_S,
+    MAX_ID_CHARS,
+    MAX_NAME_CHARS,
+    MAX_TEAM_SIZE,
+    MAX_TEAMS,
+    MAX_TEXT_CHARS,
+)
 
 from .ab import Plan, plan_for
 from .config import SOLVE_POOL
@@ -260,7 +267,8 @@ class BackfillIn(BaseModel):
                           description="The running match; filled tickets report it as their match_id.")
     players: list[PlayerIn] = Field(min_length=1, max_length=MAX_TEAMS * MAX_TEAM_SIZE,
                                     description="The spec players now in the match.")
-    teams: list[list[Annotated[str, StringConstraints(min_length=1)]]] = Field(
+    teams: list[Annotated[list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]],
+                          Field(max_length=MAX_TEAM_SIZE)]] = Field(
         min_length=1, max_length=MAX_TEAMS, description="Ids of `players` per team; they stay on these teams.")
     open: list[int] = Field(min_length=1, max_length=MAX_TEAMS, description="Free slots per team to fill.")
     ttl_s: float | None = Field(default=None, gt=0, le=MAX_BACKFILL_TTL_S,

@@ -122,6 +122,8 @@ def _players(n, dim=4, **extra):
     ({"teams": [["e0", "e1", "e2", "e3"]]}, "teams"),
     ({"teams": [["e0", "e1", "e2"], ["zz"]]}, "teams[1][0]"),
     ({"teams": [["e0", "e1", "e2"], ["e3", "e0"]]}, "teams[1][1]"),
+    ({"teams": [["e0", "e1", "e2"], ["e3", "x" * 65]]}, "teams[1][1]"),
+    ({"teams": [["e0", "e1", "e2"], ["e3"] * 65]}, "teams[1]"),
     ({"open": [1]}, "open"),
     ({"open": [0, 0]}, "open"),
     ({"open": [-1, 2]}, "open[0]"),
