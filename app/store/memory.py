@@ -30,6 +30,7 @@ class MemoryStore(Store):
         self._pending: dict[str, set[str]] = {}
         self._players: dict[tuple[str, str], str] = {}  # (pool, player id) → live ticket id
         self._backfills: dict[str, Backfill] = {}
+        self._open_bf: dict[str, set[str]] = {}  # pool → ids of its open backfills (what a tick reads)
         self._lock = threading.Lock()
         self.events: deque[dict[str, Any]] = deque(maxlen=max_events)
 
@@ -233,6 +234,7 @@ class MemoryStore(Store):
             if not backfill.assigned:
                 backfill.assigned = [[] for _ in backfill.teams]
             self._backfills[backfill.id] = backfill
+            self._open_bf.setdefault(backfill.pool, set()).add(backfill.id)
             return backfill
 
     def get_backfill(self, backfill_id: str) -> Backfill | None:
@@ -251,12 +253,13 @@ class MemoryStore(Store):
             if v.status != "open":
                 raise Conflict(f"backfill is {v.status}")
             b.status = "cancelled"
+            self._open_bf.get(b.pool, set()).discard(b.id)
             return b
 
     def open_backfills(self, pool: str, limit: int = 100) -> list[Backfill]:
         now = time.time()
         with self._lock:
-            live = [b for b in self._backfills.values() if b.pool == pool and b.status == "open" and b.expires_at > now]
+            live = [b for bid in self._open_bf.get(pool, ()) if (b := self._backfills[bid]).expires_at > now]
         return sorted(live, key=lambda b: (b.expires_at, b.id))[:limit]
 
     def fill_backfill(self, pool: str, backfill_id: str, ticket_ids: list[str], assigned: list[list[str]],
@@ -281,17 +284,20 @@ class MemoryStore(Store):
                 self._free_players(t)
                 self._event("matched", t, match_id=b.match_id, backfill=b.id)
             b.status, b.assigned, b.tickets, b.filled_at = "filled", [list(a) for a in assigned], list(ticket_ids), now
+            self._open_bf.get(pool, set()).discard(b.id)
             return True
 
     def reap_backfills(self, pool: str, now: float | None = None) -> int:
         now = time.time() if now is None else now
         n = 0
         with self._lock:
-            for b in self._backfills.values():
-                if b.pool == pool and b.status == "open" and b.expires_at <= now:
+            for bid in list(self._open_bf.get(pool, ())):
+                b = self._backfills[bid]
+                if b.expires_at <= now:
                     b.status = "expired"
+                    self._open_bf[pool].discard(bid)
                     n += 1
             if len(self._backfills) > 1000:
                 for bid in [k for k, b in self._backfills.items() if b.expires_at + RETENTION_S < now]:
-                    del self._backfills[bid]
+                    self._open_bf.get(self._backfills.pop(bid).pool, set()).discard(bid)
         return n
