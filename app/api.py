@@ -5,6 +5,8 @@
   the solve pool's own threads (``MGMATCH_SOLVE_THREADS``, ``MGMATCH_SOLVE_QUEUE``).
 - ``POST /v1/tickets`` — queue a player or a party for a pool; ``GET``/``DELETE /v1/tickets/{id}``
   (only the client that created a ticket sees it; see :mod:`mgmatch.app.service`).
+- ``POST /v1/backfills`` — open slots of a running match, filled from the pool's queue by the
+  matchmaker; ``GET``/``DELETE /v1/backfills/{id}`` (owned like tickets).
 - ``GET /healthz`` (process up), ``/readyz`` (store answers a ping within ``MGMATCH_READYZ_TIMEOUT_S``,
   workers running), ``/metrics``.
 
@@ -33,7 +35,7 @@ from mgmatch.core.errors import InvalidInput, join
 from . import metrics, service
 from .runtime import Runtime, SolvePoolFull
 from .security import OWNER_SCOPE_KEY, Guard
-from .service import STORE_ERRORS, NotFound, TicketIn, ticket_out
+from .service import STORE_ERRORS, BackfillIn, NotFound, TicketIn, backfill_out, ticket_out
 from .store import Conflict
 
 __all__ = ["BatchIn", "TicketIn", "build_asgi", "create_app", "ticket_out"]
@@ -49,6 +51,8 @@ class MatchOut(BaseModel):
     model_version: str | None = None
     objective: float | None = None
     matched_at: float | None = Field(default=None, description="Unix seconds when the match was committed.")
+    backfill_id: str | None = Field(default=None, description="The backfill this ticket filled (then match_id is "
+                                                              "the backfill's running match).")
 
 
 class TicketOut(BaseModel):
@@ -65,6 +69,21 @@ class TicketOut(BaseModel):
                                                          "longer fits its pool's model or rules.")
 
 
+class BackfillOut(BaseModel):
+    id: str
+    pool: str
+    status: str = Field(description="open | filled | cancelled | expired")
+    match_id: str
+    teams: list[list[str]] = Field(description="The players already in the match, per team (pinned).")
+    open: list[int] = Field(description="Open slots per team, as requested.")
+    assigned: list[list[str]] = Field(description="New player ids per team (empty until filled; a fill is all or "
+                                                  "nothing).")
+    tickets: list[str] = Field(description="The tickets that filled it.")
+    created_at: float
+    expires_at: float
+    filled_at: float | None = None
+
+
 class ErrorDetail(BaseModel):
     field: str = Field(description="The offending field's path (e.g. players[0].features, body, store).")
     message: str = Field(description="One readable line that names the field.")
@@ -77,7 +96,8 @@ class ErrorOut(BaseModel):
 def _errors(*codes: int) -> dict[int, dict]:
     """OpenAPI entries for the error answers a route can give (all ``{"error": {field, message}}``)."""
     why = {400: "Body not JSON, or nested deeper than the limit.", 401: "Missing or invalid API key / signature.",
-           404: "No such ticket for this client.", 409: "Conflict with the ticket's or player's state.",
+           404: "No such ticket (or backfill) for this client.",
+           409: "Conflict with the ticket's, backfill's or player's state.",
            413: "Body larger than the limit.", 422: "Invalid input; `field` names it.",
            429: "Rate limit exceeded (Retry-After).",
            503: "Store unreachable or solve pool full (Retry-After); retry later."}
@@ -265,6 +285,35 @@ def create_app(rt: Runtime) -> FastAPI:
         t = service.owned(t, ticket_id, owner)
         metrics.TICKET_EVENTS.labels(t.pool, "cancelled").inc()
         return JSONResponse(ticket_out(t))
+
+    @app.post("/v1/backfills", tags=["backfills"], status_code=201, response_model=BackfillOut,
+              responses=_errors(*_V1_ERRORS), summary="Ask for open slots of a running match to be filled.")
+    async def create_backfill(request: Request, body: BackfillIn):
+        b = service.prepare_backfill(rt, body, _owner(request))
+        stored = await asyncio.to_thread(rt.store.create_backfill, b)
+        metrics.BACKFILL_EVENTS.labels(stored.pool, "created").inc()
+        return JSONResponse(backfill_out(stored), status_code=201)
+
+    @app.get("/v1/backfills/{backfill_id}", tags=["backfills"], response_model=BackfillOut,
+             summary="A backfill's status and the players assigned to it.", responses=_errors(404, *_V1_ERRORS))
+    async def get_backfill(request: Request, backfill_id: str):
+        b = await asyncio.to_thread(rt.store.get_backfill, service.backfill_lookup_id(backfill_id))
+        return JSONResponse(backfill_out(service.owned_backfill(b, backfill_id, _owner(request))))
+
+    @app.delete("/v1/backfills/{backfill_id}", tags=["backfills"], response_model=BackfillOut,
+                responses=_errors(404, 409, *_V1_ERRORS), summary="Cancel an open backfill.")
+    async def cancel_backfill(request: Request, backfill_id: str):
+        owner = _owner(request)
+        service.backfill_lookup_id(backfill_id)
+        if owner is not None:  # another client's backfill is "not found", and stays as it is
+            service.owned_backfill(await asyncio.to_thread(rt.store.get_backfill, backfill_id), backfill_id, owner)
+        try:
+            b = await asyncio.to_thread(rt.store.cancel_backfill, backfill_id)
+        except Conflict as err:
+            return _answer(err, rt)
+        b = service.owned_backfill(b, backfill_id, owner)
+        metrics.BACKFILL_EVENTS.labels(b.pool, "cancelled").inc()
+        return JSONResponse(backfill_out(b))
 
     return app
 

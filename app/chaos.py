@@ -10,14 +10,17 @@ What :func:`run_chaos` does (``mgmatch bench chaos`` and ``tests/app/test_chaos.
    no metrics port, no inherited ``MGMATCH_*`` settings);
 3. posts ``tickets`` tickets over HTTP at ``rate`` per second (players drawn from the pool's
    preset world with ``seed``; a share of them parties that fill a team), retrying a 503 after its
-   ``Retry-After`` and a dropped connection or other 5xx with the same ``Idempotency-Key``;
+   ``Retry-After`` and a dropped connection or other 5xx with the same ``Idempotency-Key``; and,
+   spread over the ingest, ``backfills`` backfills (a running match missing one or two players,
+   its players not in any ticket) that the matchmaker fills from the same queue;
 4. meanwhile SIGKILLs a solver or the matchmaker ``kills`` times (each started again shortly
    after), SIGKILLs Redis once and starts it again on the same port and AOF dir, and at
    ``flush_at`` of the tickets pauses the ingest, waits until the tickets accepted so far are
    matched, records them and sends ``FLUSHALL`` (those tickets are legitimately gone: they must
    read 404 afterwards; every ticket accepted later must match);
-5. polls every ticket until it is matched (or nothing moves for ``stall_s``), and reports
-   accepted, matched, lost, double-booked players, 5xx other than 503, 503s, players matched per
+5. polls every ticket until it is matched (or nothing moves for ``stall_s``), reads every backfill,
+   and reports accepted, matched, lost, double-booked players (across new matches and backfills),
+   5xx other than 503, 503s, players matched per
    second and the wait p50/p99 (see :func:`run_chaos`);
 6. stops every process it started (also on Ctrl-C or an error) and removes its temp dir.
 
@@ -52,7 +55,7 @@ import numpy as np
 from mgmatch.core.errors import InvalidInput
 
 from . import loadgen
-from .chaos_checks import check_matches, percentile
+from .chaos_checks import check_backfills, check_matches, percentile
 
 FINAL = ("matched", "expired", "cancelled", "404")
 MAIN = [sys.executable, "-c", "from mgmatch.app.cli import main; main()"]
@@ -92,6 +95,7 @@ class ChaosPlan:
     accept_timeout_s: float = 60.0      # per ticket: keep retrying 503s / dropped connections this long
     start_timeout_s: float = 180.0
     logs_to: Path | None = None         # copy the processes' logs here before the temp dir goes
+    backfills: int = 20                 # backfills posted over the ingest (running matches missing 1–2 players)
 
     def validate(self) -> None:
         """Raise InvalidInput naming the first bad field."""
@@ -114,6 +118,7 @@ class ChaosPlan:
             ("stall_s", self.stall_s > 0, "must be > 0"),
             ("max_s", self.max_s > 0, "must be > 0"),
             ("accept_timeout_s", self.accept_timeout_s > 0, "must be > 0"),
+            ("backfills", 0 <= self.backfills <= 10_000, "must be in 0..10000"),
         ]
         for name, ok, msg in checks:
             if not ok:
@@ -144,6 +149,41 @@ def make_tickets(pool: str, n: int, seed: int, party_share: float = 0.05) -> lis
                                                "skill": skill[j + k]} for k in range(c)]})
         j += c
     return out
+
+
+def make_backfills(pool: str, n: int, seed: int) -> list[dict]:
+    """``n`` backfill bodies for a preset pool: running matches ``bf<seed>-<k>`` whose last team misses
+    one or two players (the rest full), their players ``bf<seed>-<k>-<i>`` from the preset's world (no
+    ticket has them). Deterministic in ``seed``."""
+    from mgmatch.core.presets import get_preset
+    from mgmatch.core.world import features, sample_population
+
+    preset = get_preset(pool, "pool")
+    teams, size = get_preset(pool).teams, min(preset.world.team_size, 64)
+    rng = np.random.default_rng([seed, 1])
+    out = []
+    for k in range(n):
+        missing = int(rng.integers(1, min(2, size) + 1))
+        counts = [size] * (teams - 1) + [size - missing]
+        total = sum(counts)
+        pop = sample_population(preset.world, total, rng)
+        feats = np.round(features(preset.world, pop, rng), 4).tolist()
+        skill = np.round(pop.rating, 1).tolist()
+        ids = [f"bf{seed}-{k}-{i}" for i in range(total)]
+        team_ids, j = [], 0
+        for c in counts:
+            team_ids.append(ids[j:j + c])
+            j += c
+        out.append({"pool": pool, "match_id": f"bf{seed}-{k}",
+                    "players": [{"id": pid, "features": feats[i], "skill": skill[i]} for i, pid in enumerate(ids)],
+                    "teams": team_ids, "open": [0] * (teams - 1) + [missing]})
+    return out
+
+
+def backfill_schedule(plan: ChaosPlan) -> list[int]:
+    """The ingest index at which each backfill is posted: spread over 5–90 % of the ingest."""
+    n = plan.backfills
+    return [max(1, round(plan.tickets * (0.05 + 0.85 * k / max(1, n)))) for k in range(n)]
 
 
 @dataclass(order=True)
@@ -336,6 +376,17 @@ class Rec:
 
 
 @dataclass
+class BfRec:
+    """One accepted backfill as the run knows it."""
+
+    k: int
+    id: str
+    phase: int
+    status: str = "open"
+    view: dict | None = None
+
+
+@dataclass
 class _Tally:
     codes: Counter = field(default_factory=Counter)
     transport_errors: Counter = field(default_factory=Counter)   # by exception class (ReadTimeout, ConnectError, …)
@@ -347,8 +398,10 @@ class ChaosRun:
     """The asyncio side: ingest, chaos events, polling, the report."""
 
     def __init__(self, plan: ChaosPlan, bodies: list[bytes], url: str, redis: RedisServer, procs: Procs,
-                 say: Callable[[str], None]):
+                 say: Callable[[str], None], backfills: list[bytes] | None = None):
         self.plan, self.bodies, self.url, self.redis, self.procs, self.say = plan, bodies, url, redis, procs, say
+        self.bf_bodies = backfills or []
+        self.bfs: list[BfRec] = []
         self.recs: list[Rec] = []
         self.by_player: dict[str, Rec] = {}
         self.tally = _Tally()
@@ -408,6 +461,58 @@ class ChaosRun:
                 return
             await asyncio.sleep(wait)
             backoff = min(1.0, backoff * 2)
+
+    async def _backfill(self, k: int) -> None:
+        """POST backfill ``k``, retrying a 503/429 after its Retry-After and a dropped connection (a
+        retried backfill may exist twice: the checks key a backfilled match by its backfill id)."""
+        deadline = time.monotonic() + self.plan.accept_timeout_s
+        backoff = 0.05
+        while True:
+            wait = backoff
+            try:
+                r = await self.client.post("/v1/backfills", content=self.bf_bodies[k],
+                                           headers={"content-type": "application/json"})
+            except loadgen.TransportError as err:
+                self.tally.transport_errors[err.kind] += 1
+            else:
+                self._count(r)
+                if r.status_code == 201:
+                    self.bfs.append(BfRec(k, r.json()["id"], self.phase))
+                    return
+                if r.status_code in (429, 503):
+                    try:
+                        wait = min(2.0, max(0.05, float(r.headers.get("retry-after", backoff))))
+                    except ValueError:
+                        wait = backoff
+                elif r.status_code < 500:
+                    self.tally.rejected.append(f"backfill {r.status_code}: {r.text[:200]}")
+                    return
+            if time.monotonic() + wait > deadline:
+                self.tally.gave_up += 1
+                return
+            await asyncio.sleep(wait)
+            backoff = min(1.0, backoff * 2)
+
+    async def _read_backfills(self, phase: int) -> None:
+        """Read every backfill of ``phase`` once (after its tickets settled; before the flush for those
+        accepted before it): its final view, or 404."""
+        sem = asyncio.Semaphore(self.plan.concurrency)
+
+        async def one(b: BfRec) -> None:
+            async with sem:
+                try:
+                    r = await self.client.get(f"/v1/backfills/{b.id}")
+                except loadgen.TransportError as err:
+                    self.tally.transport_errors[err.kind] += 1
+                    return
+            self._count(r)
+            if r.status_code == 404:
+                b.status = "404"
+            elif r.status_code == 200:
+                b.view = r.json()
+                b.status = b.view["status"]
+
+        await asyncio.gather(*(one(b) for b in self.bfs if b.phase == phase))
 
     async def _get(self, rec: Rec, sem: asyncio.Semaphore, into: Counter | None = None) -> None:
         async with sem:
@@ -522,6 +627,7 @@ class ChaosRun:
         self._event(f"ingest paused at {before} accepted; waiting for them to match before FLUSHALL")
         await self._settle(0, "before flush")
         await self._recheck_404(0)
+        await self._read_backfills(0)
         self.pre_leftover = list(self.leftover)
         await asyncio.to_thread(self.redis.flushall)
         self.phase = 1
@@ -535,6 +641,7 @@ class ChaosRun:
         async with loadgen.Client(self.url, size=plan.concurrency * 2, timeout_s=10.0) as self.client:
             poller = asyncio.create_task(self._background_poll())
             events = schedule(plan)
+            bf_at, bf_next = backfill_schedule(plan)[:len(self.bf_bodies)], 0
             sem = asyncio.Semaphore(plan.concurrency)
             inflight: set[asyncio.Task] = set()
             start, base = time.monotonic(), 0
@@ -551,6 +658,9 @@ class ChaosRun:
                         start, base = time.monotonic(), i
                     else:
                         self._chaos_tasks.append(asyncio.create_task(self._chaos(ev)))
+                while bf_next < len(bf_at) and bf_at[bf_next] <= i:
+                    self._chaos_tasks.append(asyncio.create_task(self._backfill(bf_next)))
+                    bf_next += 1
                 if time.monotonic() > self.deadline:
                     self._event(f"run deadline: ingest stopped at ticket {i}")
                     break
@@ -567,6 +677,7 @@ class ChaosRun:
             poller.cancel()
             await self._settle(self.phase, "end")
             await self._recheck_404(self.phase)
+            await self._read_backfills(self.phase)
             if plan.flush:
                 flushed = [r for r in self.recs if r.phase == 0]
                 await self._poll(flushed, into=self.flushed_codes)
@@ -583,6 +694,8 @@ class ChaosRun:
 
         p = get_preset(plan.pool)
         check = check_matches([r.view for r in matched if r.view], (p.team_size,) * p.teams)
+        bf = check_backfills([b.view for b in self.bfs if b.view], [r.view for r in matched if r.view])
+        booked = sorted(set(check.double_booked) | set(bf.double_booked))
         waits = [r.matched_t - r.created_at for r in matched if r.matched_t is not None]
         # per side of the flush: first accept → last match (the pause to confirm matches before the flush is left out)
         spans = []
@@ -606,7 +719,10 @@ class ChaosRun:
             "transient_404": self.transient_404,
             "flushed_not_404": sum(n for c, n in self.flushed_codes.items() if c != 404) if plan.flush else None,
             "flushed_codes": {str(c): n for c, n in sorted(self.flushed_codes.items())},
-            "double_booked": len(check.double_booked), "double_booked_sample": check.double_booked[:5],
+            "double_booked": len(booked), "double_booked_sample": booked[:5],
+            "backfills": len(self.bfs), "backfills_by_status": dict(Counter(b.status for b in self.bfs)),
+            "backfilled_players": bf.assigned_players, "backfill_double_booked": len(bf.double_booked),
+            "backfill_mismatched": len(bf.mismatched),
             "inconsistent_tickets": len(check.inconsistent), "malformed_matches": len(check.malformed),
             "http_5xx_non_503": non503, "http_503": codes.get(503, 0),
             "http_codes": {str(c): n for c, n in sorted(codes.items())},
@@ -627,7 +743,11 @@ def run_chaos(plan: ChaosPlan, say: Callable[[str], None] | None = None) -> dict
     kept by Redis, not matched; ``lost_by_status`` says how they ended: ``404``, ``expired``,
     ``queued``, ``proposed``); ``leftover``; ``transient_404`` (tickets that read 404 and existed after
     all); ``flushed_not_404`` (tickets from before the flush that still read); ``double_booked``
-    (players in two matches), ``inconsistent_tickets``, ``malformed_matches``; ``http_5xx_non_503``,
+    (players in two matches, a backfill counting as its own match), ``backfills`` (accepted),
+    ``backfills_by_status`` (filled, open, expired; those from before the flush read just before it),
+    ``backfilled_players``,
+    ``backfill_double_booked``, ``backfill_mismatched`` (filled backfills their tickets do not
+    confirm), ``inconsistent_tickets``, ``malformed_matches``; ``http_5xx_non_503``,
     ``http_503``, ``transport_errors`` (``transport_error_kinds`` by exception); ``players_per_s``
     (matched players / time from the first accept to the last match, on each side of the flush;
     the pause before it, while the run confirms every match, is left out);
@@ -645,6 +765,7 @@ def run_chaos(plan: ChaosPlan, say: Callable[[str], None] | None = None) -> dict
     if binary is None:
         raise ChaosError("redis-server not found on PATH (the chaos run starts its own)")
     bodies = [json.dumps(t).encode() for t in make_tickets(plan.pool, plan.tickets, plan.seed, plan.party_share)]
+    backfills = [json.dumps(b).encode() for b in make_backfills(plan.pool, plan.backfills, plan.seed)]
     workdir = Path(tempfile.mkdtemp(prefix="mgmatch-chaos-"))
     redis = RedisServer(binary, workdir, plan.appendfsync)
     prefix = f"chaos{uuid.uuid4().hex[:8]}"
@@ -660,7 +781,7 @@ def run_chaos(plan: ChaosPlan, say: Callable[[str], None] | None = None) -> dict
         url = f"http://127.0.0.1:{port}"
         _wait_ready(url, procs, time.monotonic() + plan.start_timeout_s)
         say(f"service up at {url} (Redis {redis.url}, AOF fsync always, key prefix {prefix}, logs in {workdir})")
-        run = ChaosRun(plan, bodies, url, redis, procs, say)
+        run = ChaosRun(plan, bodies, url, redis, procs, say, backfills)
         report = asyncio.run(run.main())
         report["processes"] = procs.summary()
         return report

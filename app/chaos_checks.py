@@ -5,7 +5,10 @@ chaos`` and its test (:mod:`mgmatch.app.chaos` runs the processes and collects t
 
 A match is consistent when every ticket that reports it reports the same teams, each ticket's
 players sit in the team it names, and the match has the pool's team sizes. A player is double
-booked when their id appears in two different matches.
+booked when their id appears in two different matches. A ticket that filled a backfill reports the
+backfill's running match (``match.backfill_id`` set): its "match" here is the backfill, so a player
+in a backfill and in a new match is double booked too; :func:`check_backfills` also checks the
+backfills' own views against the tickets'.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ def check_matches(views: list[dict], sizes: tuple[int, ...]) -> MatchCheck:
         m = v.get("match") if v.get("status") == "matched" else None
         if not m:
             continue
-        mid, teams, team = m.get("match_id"), m.get("teams"), m.get("team")
+        mid, teams, team = m.get("backfill_id") or m.get("match_id"), m.get("teams"), m.get("team")
         if not isinstance(teams, list) or not isinstance(team, int) or not 0 <= team < len(teams):
             out.inconsistent.append(v["id"])
             continue
@@ -64,6 +67,61 @@ def check_matches(views: list[dict], sizes: tuple[int, ...]) -> MatchCheck:
             seen[pid] = mid
     out.matches = len(teams_of)
     out.matched_players = len(seen)
+    out.double_booked = sorted(booked)
+    return out
+
+
+@dataclass
+class BackfillCheck:
+    """The outcome of :func:`check_backfills`."""
+
+    by_status: dict[str, int] = field(default_factory=dict)
+    assigned_players: int = 0
+    double_booked: list[str] = field(default_factory=list)  # players in a backfill and in another match or backfill
+    mismatched: list[str] = field(default_factory=list)     # backfill ids whose assignment its tickets do not confirm
+
+    @property
+    def ok(self) -> bool:
+        return not (self.double_booked or self.mismatched)
+
+
+def check_backfills(backfills: list[dict], tickets: list[dict]) -> BackfillCheck:
+    """Check backfill views (``GET /v1/backfills/{id}``) against ticket views: every player a filled
+    backfill assigned has a matched ticket that names this backfill in the team it was assigned to,
+    no player is assigned by two backfills, and no ticket names a backfill that does not list it."""
+    out = BackfillCheck()
+    matched = {p: v for v in tickets if v.get("status") == "matched" and v.get("match")
+               for p in v.get("players", [])}
+    assigned_by: dict[str, str] = {}
+    booked: set[str] = set()
+    listed: dict[str, set[str]] = {}
+    for b in backfills:
+        out.by_status[b["status"]] = out.by_status.get(b["status"], 0) + 1
+        if b["status"] != "filled":
+            continue
+        listed[b["id"]] = set()
+        bad = False
+        for j, team in enumerate(b.get("assigned") or []):
+            for pid in team:
+                out.assigned_players += 1
+                listed[b["id"]].add(pid)
+                if pid in assigned_by:
+                    booked.add(pid)
+                assigned_by[pid] = b["id"]
+                v = matched.get(pid)
+                m = (v or {}).get("match") or {}
+                if m.get("backfill_id") != b["id"]:
+                    if v is not None:
+                        booked.add(pid)  # matched elsewhere
+                    bad = True
+                elif m.get("team") != j or m.get("match_id") != b.get("match_id"):
+                    bad = True
+        if bad:
+            out.mismatched.append(b["id"])
+    for pid, v in matched.items():
+        bid = (v.get("match") or {}).get("backfill_id")
+        if bid is not None and bid in listed and pid not in listed[bid] and bid not in out.mismatched:
+            out.mismatched.append(bid)
     out.double_booked = sorted(booked)
     return out
 

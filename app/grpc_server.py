@@ -1,7 +1,7 @@
 """The optional gRPC API (``mgmatch serve --grpc-port N``): the HTTP API's routes and messages.
 
 Service ``mgmatch.v1.Matchmaker`` (``app/rpc/matchmaker.proto``): Solve, CreateTicket, GetTicket,
-CancelTicket. A request is turned into the same JSON object the HTTP API reads and goes through
+CancelTicket, CreateBackfill, GetBackfill, CancelBackfill. A request is turned into the same JSON object the HTTP API reads and goes through
 the same service logic (:mod:`mgmatch.app.service`: validation, ownership, error mapping), solve
 pool, runtime and store, so both front ends answer alike. Errors become status codes with the
 HTTP API's message (which names the field): INVALID_ARGUMENT (HTTP 422), NOT_FOUND (404, also
@@ -34,7 +34,7 @@ from .rpc import matchmaker_pb2 as pb
 from .rpc import matchmaker_pb2_grpc as pb_grpc
 from .runtime import Runtime, SolvePoolFull
 from .security import grpc_client, rate_buckets
-from .service import STORE_ERRORS, NotFound, TicketIn, ticket_out
+from .service import STORE_ERRORS, BackfillIn, NotFound, TicketIn, backfill_out, ticket_out
 from .store import Conflict
 
 #: errors the service maps to a status code (anything else is a bug and surfaces as UNKNOWN)
@@ -78,6 +78,13 @@ def ticket_message(t: dict[str, Any]) -> pb.Ticket:
         m["teams"] = _teams(m.get("teams", []))
         obj["match"] = m
     return json_format.ParseDict(obj, pb.Ticket())
+
+
+def backfill_message(b: dict[str, Any]) -> pb.Backfill:
+    obj = {k: v for k, v in b.items() if v is not None}
+    obj["teams"] = _teams(b.get("teams", []))
+    obj["assigned"] = _teams(b.get("assigned", []))
+    return json_format.ParseDict(obj, pb.Backfill())
 
 
 class _Undecodable:
@@ -216,6 +223,46 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
             self._fail(context, err)
         metrics.TICKET_EVENTS.labels(t.pool, "cancelled").inc()
         return ticket_message(ticket_out(t))
+
+    @_observed
+    def CreateBackfill(self, request: pb.CreateBackfillRequest, context) -> pb.Backfill:
+        owner = self._guard(context)
+        obj = _to_dict(request)
+        obj["players"] = _players(obj.get("players", []))
+        obj["teams"] = [t.get("players", []) for t in obj.get("teams", [])]
+        try:
+            try:
+                body = BackfillIn.model_validate(obj)
+            except ValidationError as err:
+                raise from_pydantic(err) from None
+            b = self.rt.store.create_backfill(service.prepare_backfill(self.rt, body, owner))
+        except _KNOWN as err:
+            self._fail(context, err)
+        metrics.BACKFILL_EVENTS.labels(b.pool, "created").inc()
+        return backfill_message(backfill_out(b))
+
+    @_observed
+    def GetBackfill(self, request: pb.BackfillRef, context) -> pb.Backfill:
+        owner = self._guard(context)
+        try:
+            b = self.rt.store.get_backfill(service.backfill_lookup_id(request.id, "id"))
+            b = service.owned_backfill(b, request.id, owner, "id")
+        except _KNOWN as err:
+            self._fail(context, err)
+        return backfill_message(backfill_out(b))
+
+    @_observed
+    def CancelBackfill(self, request: pb.BackfillRef, context) -> pb.Backfill:
+        owner = self._guard(context)
+        try:
+            service.backfill_lookup_id(request.id, "id")
+            if owner is not None:  # another client's backfill is "not found", and stays as it is
+                service.owned_backfill(self.rt.store.get_backfill(request.id), request.id, owner, "id")
+            b = service.owned_backfill(self.rt.store.cancel_backfill(request.id), request.id, owner, "id")
+        except _KNOWN as err:
+            self._fail(context, err)
+        metrics.BACKFILL_EVENTS.labels(b.pool, "cancelled").inc()
+        return backfill_message(backfill_out(b))
 
 
 def _handlers(svc: MatchmakerService) -> grpc.GenericRpcHandler:

@@ -88,6 +88,17 @@ class Keys:
         """STRING: the matchmaker that owns the pool (SET NX PX); one matchmaker loop per pool."""
         return f"{self._pool(pool)}:leader"
 
+    def backfill(self, pool: str, backfill_id: str) -> str:
+        """HASH: id, data (immutable JSON: match_id, players, teams, open, owner), status
+        (open/filled/cancelled/expired), created, expires (Redis TIME), assigned and tickets (JSON, set
+        when filled), filled_at. Lives until its TTL plus TICKET_RETENTION_S."""
+        return f"{self._pool(pool)}:bf:{backfill_id}"
+
+    def backfills(self, pool: str) -> str:
+        """ZSET of open backfill ids scored by their TTL deadline: what the matchmaker tries to fill
+        (soonest to expire first) and what the backfill reaper expires."""
+        return f"{self._pool(pool)}:backfills"
+
     def inference_requests(self) -> str:
         """STREAM of predictor requests (group ``inference``); not pool-bound, its own shard."""
         return f"{self.prefix}:{{infer}}:req"

@@ -27,6 +27,7 @@ from mgmatch.solvers.relax import RelaxConfig, parse_step, relax
 
 from . import metrics
 from .ab import Experiments, plan_for
+from .backfill import Backfiller
 from .config import PoolConfig
 from .engine import Engine, seed_of
 from .store import MatchResult, Store, Ticket
@@ -231,7 +232,7 @@ class Matchmaker:
     """The loop of one pool: reap, decide, claim, hand the job on (run it here or publish it)."""
 
     def __init__(self, pool: PoolConfig, store: Store, runner: JobRunner | None, experiments: Experiments,
-                 publish=None, backlog=None, tick_s: float = 0.05):
+                 publish=None, backlog=None, tick_s: float = 0.05, engine: Engine | None = None):
         self.pool, self.store, self.runner, self.experiments = pool, store, runner, experiments
         self.publish = publish  # callable(pool, job_json) → None; None = run jobs in this thread
         self.backlog = backlog  # callable(pool) → the pool's jobs waiting or running; None = no backpressure
@@ -251,6 +252,10 @@ class Matchmaker:
         # ticket id → (ticket, its Waiting) for the tickets of the current window: a ticket's data never
         # changes, so each body is read and parsed once, not on every tick
         self._seen: dict[str, tuple[Ticket, Waiting]] = {}
+        # open backfills are filled from the queue before new matches form (solved here, in the tick,
+        # with the runner's engine or the one given: see mgmatch.app.backfill)
+        engine = engine if engine is not None else (runner.engine if runner is not None else None)
+        self.backfiller = Backfiller(pool, store, engine) if engine is not None else None
 
     def _policy(self, arm: str | None):
         if arm not in self._policies:
@@ -302,15 +307,20 @@ class Matchmaker:
                 metrics.TICKET_EVENTS.labels(self.pool.name, "expired").inc(expired)
             if released:
                 metrics.TICKET_EVENTS.labels(self.pool.name, "requeued").inc(released)
+            if self.backfiller is not None:
+                self.backfiller.reap(now)
         metrics.QUEUE_DEPTH.labels(self.pool.name).set(self.store.queue_depth(self.pool.name))
+        done = 0
+        if self.backfiller is not None:  # backfills first: the tickets they take are in no match of this tick
+            # (the window is read only when a backfill is open)
+            done += bool(self.backfiller.step(lambda: [t for t, _ in self.window(now)], now))
         if self.backlogged():
-            return 0
+            return done
         groups: dict[str | None, list[tuple[Ticket, Waiting]]] = {}
         exp = self.experiments.for_pool(self.pool.name)
         split = exp is not None and exp.config.key == "player"
         for t, w in self.window(now):
             groups.setdefault(t.arm if split else None, []).append((t, w))
-        done = 0
         for arm, group in groups.items():
             ids = frozenset(t.id for t, _ in group)
             barren = self._barren.get(arm)

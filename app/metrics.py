@@ -63,6 +63,12 @@ GRPC_SECONDS = Histogram("mgmatch_grpc_request_duration_seconds", "gRPC request 
 DEAD_LETTERS = Counter("mgmatch_solver_dead_letters_total",
                        "Solve jobs moved to the pool's dead-letter stream (crashed their solver too often, or raised).",
                        ["pool"], registry=REGISTRY)
+BACKFILL_EVENTS = Counter("mgmatch_backfills_events_total",
+                          "Backfill events (created, filled, cancelled, expired).", ["pool", "event"], registry=REGISTRY)
+BACKFILLS_OPEN = Gauge("mgmatch_backfills_open", "Open backfills per pool (as last seen by the matchmaker).", ["pool"],
+                       registry=REGISTRY)
+BACKFILL_FILL_SECONDS = Histogram("mgmatch_backfills_fill_seconds", "Time from a backfill's creation to its fill.",
+                                  ["pool"], buckets=_WAIT_BUCKETS, registry=REGISTRY)
 WORKER_UP = Gauge("mgmatch_worker_up", "1 while a worker loop runs.", ["kind"], registry=REGISTRY)
 
 DOCUMENTED = (
@@ -72,7 +78,8 @@ DOCUMENTED = (
     "mgmatch_solver_gap_ratio", "mgmatch_predictor_fallback_total", "mgmatch_inference_batch_size",
     "mgmatch_model_info", "mgmatch_model_reloads_total", "mgmatch_http_requests_total",
     "mgmatch_http_request_duration_seconds", "mgmatch_http_rejected_total", "mgmatch_worker_up",
-    "mgmatch_solver_dead_letters_total",
+    "mgmatch_solver_dead_letters_total", "mgmatch_backfills_events_total", "mgmatch_backfills_open",
+    "mgmatch_backfills_fill_seconds",
 )
 
 

@@ -25,12 +25,19 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from mgmatch.core.errors import InvalidInput
 from mgmatch.core.instance import Instance, Player, parse_instance
-from mgmatch.core.limits import MAX_NAME_CHARS, MAX_TEXT_CHARS
+from mgmatch.core.limits import (
+    MAX_BACKFILL_TTL_S,
+    MAX_ID_CHARS,
+    MAX_NAME_CHARS,
+    MAX_TEAM_SIZE,
+    MAX_TEAMS,
+    MAX_TEXT_CHARS,
+)
 
 from .ab import Plan, plan_for
 from .config import SOLVE_POOL
 from .runtime import Runtime, SolvePoolFull
-from .store import Conflict, StoreUnavailable, Ticket, new_ticket_id
+from .store import Backfill, Conflict, StoreUnavailable, Ticket, new_ticket_id
 
 #: longest idempotency key and A/B key (body or header)
 MAX_KEY_CHARS = 128
@@ -194,6 +201,8 @@ def ticket_out(t: Ticket) -> dict[str, Any]:
                                               "model_version", "objective", "matched_at")}
     if t.reason:
         out["reason"] = t.reason
+    if t.status == "matched" and t.result and t.result.get("backfill_id"):
+        out["match"]["backfill_id"] = t.result["backfill_id"]
     return out
 
 
@@ -243,3 +252,99 @@ def solve_request(rt: Runtime, obj: dict[str, Any], ab_key: str | None) -> tuple
 def solve(rt: Runtime, inst: Instance, plan: Plan, start: float) -> dict[str, Any]:
     """Run one /v1/solve (on the caller's thread; callers submit it to ``rt.solves``) → the Solution's JSON."""
     return rt.engine.solve(inst, plan, SOLVE_POOL, start=start).to_json()
+
+
+# --------------------------------------------------------------------------- backfills
+
+
+class BackfillIn(BaseModel):
+    """``POST /v1/backfills``: open slots of a running match, to be filled from the pool's queue."""
+
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
+
+    pool: str = Field(description="Pool (game mode) whose queue fills the slots.", min_length=1, max_length=32)
+    match_id: str = Field(min_length=1, max_length=MAX_KEY_CHARS,
+                          description="The running match; filled tickets report it as their match_id.")
+    players: list[PlayerIn] = Field(min_length=1, max_length=MAX_TEAMS * MAX_TEAM_SIZE,
+                                    description="The spec players now in the match.")
+    teams: list[Annotated[list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]],
+                          Field(max_length=MAX_TEAM_SIZE)]] = Field(
+        min_length=1, max_length=MAX_TEAMS, description="Ids of `players` per team; they stay on these teams.")
+    open: list[int] = Field(min_length=1, max_length=MAX_TEAMS, description="Free slots per team to fill.")
+    ttl_s: float | None = Field(default=None, gt=0, le=MAX_BACKFILL_TTL_S,
+                                description="Seconds before an unfilled backfill expires (default: the pool's "
+                                            "ticket TTL).")
+
+
+def prepare_backfill(rt: Runtime, body: BackfillIn, owner: str | None = None) -> Backfill:
+    """Validate a backfill against its pool and build the stored record.
+
+    Raises:
+        InvalidInput: naming the field (``pool``, ``players[i].features``, ``teams[j][k]``, ``open[j]``, ``ttl_s`` …).
+    """
+    pool = rt.pools.get(body.pool)
+    if pool is None:
+        raise InvalidInput("pool", f"unknown pool {body.pool!r}; known: {', '.join(rt.pools)}")
+    players = [p.model_dump(exclude_none=True, exclude={"waited_s", "party"}) for p in body.players]
+    index: dict[str, int] = {}
+    for i, p in enumerate(players):
+        if p["id"] in index:
+            raise InvalidInput(f"players[{i}].id", f"duplicate player id {p['id']!r}")
+        index[p["id"]] = i
+        try:
+            pool.check_fit([p])
+        except InvalidInput as err:
+            raise InvalidInput(err.field.replace("players[0]", f"players[{i}]", 1), err.message) from None
+        p["features"] = list(p["features"])
+        if "roles" in p:
+            p["roles"] = list(p["roles"])
+    if len(body.teams) != pool.teams:
+        raise InvalidInput("teams", f"{len(body.teams)} teams; pool {pool.name} has {pool.teams}")
+    if len(body.open) != pool.teams:
+        raise InvalidInput("open", f"{len(body.open)} entries; pool {pool.name} has {pool.teams} teams")
+    placed: set[str] = set()
+    for j, team in enumerate(body.teams):
+        for k, pid in enumerate(team):
+            if pid not in index:
+                raise InvalidInput(f"teams[{j}][{k}]", f"{pid[:80]!r} is not in players")
+            if pid in placed:
+                raise InvalidInput(f"teams[{j}][{k}]", f"{pid[:80]!r} is on a team already")
+            placed.add(pid)
+    for i, p in enumerate(players):
+        if p["id"] not in placed:
+            raise InvalidInput(f"players[{i}].id", f"{p['id']!r} is on no team")
+    for j, (n, size) in enumerate(zip(body.open, pool.sizes, strict=True)):
+        if n < 0:
+            raise InvalidInput(f"open[{j}]", f"expected a number ≥ 0, got {n}")
+        if n + len(body.teams[j]) > size:
+            raise InvalidInput(f"open[{j}]", f"{n} open + {len(body.teams[j])} players exceed team size {size} "
+                                             f"of pool {pool.name}")
+        if n + len(body.teams[j]) < 1:
+            raise InvalidInput(f"open[{j}]", "team has no player and no open slot")
+    if sum(body.open) < 1:
+        raise InvalidInput("open", "no open slot to fill")
+    ttl = body.ttl_s if body.ttl_s is not None else min(pool.ticket_ttl_s, MAX_BACKFILL_TTL_S)
+    now = time.time()
+    return Backfill(new_ticket_id(pool.name), pool.name, body.match_id, players, [list(t) for t in body.teams],
+                    list(body.open), now, now + ttl, owner=owner)
+
+
+def owned_backfill(b: Backfill | None, backfill_id: str, owner: str | None, field: str = "backfill_id") -> Backfill:
+    """``b`` when this client may see it; else :class:`NotFound` (also for another client's backfill)."""
+    if b is None or (owner is not None and b.owner != owner):
+        raise NotFound(field, f"no backfill {short_id(backfill_id)!r}")
+    return b
+
+
+def backfill_lookup_id(backfill_id: str, field: str = "backfill_id") -> str:
+    """``backfill_id`` when it can name a backfill at all; else :class:`NotFound` without a store lookup."""
+    if not 0 < len(backfill_id) <= MAX_TICKET_ID_CHARS:
+        raise NotFound(field, f"no backfill {short_id(backfill_id)!r}")
+    return backfill_id
+
+
+def backfill_out(b: Backfill) -> dict[str, Any]:
+    """A backfill as both APIs return it."""
+    return {"id": b.id, "pool": b.pool, "status": b.status, "match_id": b.match_id, "teams": b.teams,
+            "open": b.open, "assigned": b.assigned or [[] for _ in b.teams], "tickets": b.tickets,
+            "created_at": b.created_at, "expires_at": b.expires_at, "filled_at": b.filled_at}

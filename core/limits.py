@@ -42,6 +42,8 @@ MAX_ABS_SKILL = 1e6
 MAX_PING_MS = 100_000.0
 #: largest ``waited_s`` (seconds; about 116 days)
 MAX_WAITED_S = 1e7
+#: longest a backfill (an open slot request of a running match) stays open, seconds
+MAX_BACKFILL_TTL_S = 3600.0
 #: |coefficient|, |rhs| and the thresholds of rules (``max_diff``, ``max_spread``, ``max_ms``)
 MAX_ABS_RULE_NUMBER = 1e9
 

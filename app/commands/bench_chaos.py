@@ -26,7 +26,9 @@ ROWS = [
     ("accepted before / after FLUSHALL", None), ("matched (tickets)", "matched"),
     ("matched players", "matched_players"), ("lost", "lost"), ("leftover (< one match)", "leftover"),
     ("flushed tickets not reading 404", "flushed_not_404"), ("tickets that read 404, then existed", "transient_404"),
-    ("double-booked players", "double_booked"),
+    ("double-booked players (new matches and backfills)", "double_booked"),
+    ("backfills accepted / filled / players backfilled", None), ("backfills their tickets do not confirm",
+                                                                 "backfill_mismatched"),
     ("inconsistent tickets / malformed matches", None), ("HTTP 5xx other than 503", "http_5xx_non_503"),
     ("HTTP 503", "http_503"), ("dropped connections", "transport_errors"),
     ("players matched per second", "players_per_s"), ("wait p50 (s)", "wait_p50_s"), ("wait p99 (s)", "wait_p99_s"),
@@ -40,6 +42,8 @@ def markdown(r: dict) -> str:
         "accepted before / after FLUSHALL": f"{r['accepted_before_flush']} / {r['accepted_after_flush']}",
         "inconsistent tickets / malformed matches": f"{r['inconsistent_tickets']} / {r['malformed_matches']}",
         "ingest tickets/s (offered)": f"{r['ingest_rate']} ({r['rate_offered']:g})",
+        "backfills accepted / filled / players backfilled":
+            f"{r['backfills']} / {r['backfills_by_status'].get('filled', 0)} / {r['backfilled_players']}",
     }
     lines = [f"cpu_count={os.cpu_count()} pool={r['pool']} tickets={r['tickets']} solvers={r['solvers']} "
              f"kills={r['kills']} seed={r['seed']}", "", "| metric | value |", "|---|---|"]
@@ -64,7 +68,7 @@ def passed(r: dict) -> bool:
     """Every ticket accepted, nothing lost, nobody double-booked, every match consistent, no 5xx but 503, flushed tickets gone."""
     return (r["accepted"] > 0 and r["not_accepted"] == 0 and r["lost"] == 0 and r["double_booked"] == 0 and r["inconsistent_tickets"] == 0
             and r["malformed_matches"] == 0 and r["http_5xx_non_503"] == 0 and not r["flushed_not_404"]
-            and r["transient_404"] == 0)
+            and r["transient_404"] == 0 and r["backfill_mismatched"] == 0)
 
 
 @bench_app.command("chaos", help="Kill workers and Redis, FLUSHALL, while ingesting tickets over HTTP: lost, "
@@ -78,6 +82,8 @@ def bench_chaos_cmd(
                                              "the matching rate is what is measured.")] = 250.0,
     seed: Annotated[int, typer.Option(help="Seed of the generated players.")] = 0,
     concurrency: Annotated[int, typer.Option(help="HTTP requests in flight at most.")] = 32,
+    backfills: Annotated[int, typer.Option(help="Backfills (running matches missing 1–2 players) posted over the "
+                                                "ingest, filled from the same queue.")] = 20,
     redis_restart: Annotated[bool, typer.Option("--redis-restart/--no-redis-restart",
                                                 help="SIGKILL Redis once and start it again.")] = True,
     flush: Annotated[bool, typer.Option("--flush/--no-flush", help="FLUSHALL at 60% of the ingest.")] = True,
@@ -96,7 +102,7 @@ def bench_chaos_cmd(
 
     plan = ChaosPlan(tickets=tickets, pool=pool, solvers=solvers, kills=kills, rate=rate, seed=seed, concurrency=concurrency,
                      restart_redis=redis_restart, flush=flush, redis_down_s=redis_down_s, appendfsync=appendfsync,
-                     min_idle_ms=min_idle_ms,
+                     min_idle_ms=min_idle_ms, backfills=backfills,
                      stall_s=stall_s, max_s=max_s, logs_to=logs)
     try:
         plan.validate()

@@ -54,6 +54,21 @@ class MatchmakerStub:
                 request_serializer=matchmaker__pb2.TicketRef.SerializeToString,
                 response_deserializer=matchmaker__pb2.Ticket.FromString,
                 _registered_method=True)
+        self.CreateBackfill = channel.unary_unary(
+                '/mgmatch.v1.Matchmaker/CreateBackfill',
+                request_serializer=matchmaker__pb2.CreateBackfillRequest.SerializeToString,
+                response_deserializer=matchmaker__pb2.Backfill.FromString,
+                _registered_method=True)
+        self.GetBackfill = channel.unary_unary(
+                '/mgmatch.v1.Matchmaker/GetBackfill',
+                request_serializer=matchmaker__pb2.BackfillRef.SerializeToString,
+                response_deserializer=matchmaker__pb2.Backfill.FromString,
+                _registered_method=True)
+        self.CancelBackfill = channel.unary_unary(
+                '/mgmatch.v1.Matchmaker/CancelBackfill',
+                request_serializer=matchmaker__pb2.BackfillRef.SerializeToString,
+                response_deserializer=matchmaker__pb2.Backfill.FromString,
+                _registered_method=True)
 
 
 class MatchmakerServicer:
@@ -87,6 +102,27 @@ class MatchmakerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateBackfill(self, request, context):
+        """Ask for open slots of a running match to be filled from the queue (POST /v1/backfills).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetBackfill(self, request, context):
+        """A backfill's status and assignment (GET /v1/backfills/{id}).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelBackfill(self, request, context):
+        """Cancel an open backfill (DELETE /v1/backfills/{id}).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MatchmakerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -109,6 +145,21 @@ def add_MatchmakerServicer_to_server(servicer, server):
                     servicer.CancelTicket,
                     request_deserializer=matchmaker__pb2.TicketRef.FromString,
                     response_serializer=matchmaker__pb2.Ticket.SerializeToString,
+            ),
+            'CreateBackfill': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateBackfill,
+                    request_deserializer=matchmaker__pb2.CreateBackfillRequest.FromString,
+                    response_serializer=matchmaker__pb2.Backfill.SerializeToString,
+            ),
+            'GetBackfill': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBackfill,
+                    request_deserializer=matchmaker__pb2.BackfillRef.FromString,
+                    response_serializer=matchmaker__pb2.Backfill.SerializeToString,
+            ),
+            'CancelBackfill': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelBackfill,
+                    request_deserializer=matchmaker__pb2.BackfillRef.FromString,
+                    response_serializer=matchmaker__pb2.Backfill.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -219,6 +270,87 @@ class Matchmaker:
             '/mgmatch.v1.Matchmaker/CancelTicket',
             matchmaker__pb2.TicketRef.SerializeToString,
             matchmaker__pb2.Ticket.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateBackfill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mgmatch.v1.Matchmaker/CreateBackfill',
+            matchmaker__pb2.CreateBackfillRequest.SerializeToString,
+            matchmaker__pb2.Backfill.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBackfill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mgmatch.v1.Matchmaker/GetBackfill',
+            matchmaker__pb2.BackfillRef.SerializeToString,
+            matchmaker__pb2.Backfill.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelBackfill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mgmatch.v1.Matchmaker/CancelBackfill',
+            matchmaker__pb2.BackfillRef.SerializeToString,
+            matchmaker__pb2.Backfill.FromString,
             options,
             channel_credentials,
             insecure,

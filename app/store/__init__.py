@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .base import (
     RETENTION_S,
+    Backfill,
     Conflict,
     MatchResult,
     Store,
@@ -18,7 +19,7 @@ from .base import (
 from .memory import MemoryStore
 from .redis import RedisStore
 
-__all__ = ["RETENTION_S", "Conflict", "MatchResult", "MemoryStore", "RedisStore", "Store", "StoreUnavailable",
+__all__ = ["RETENTION_S", "Backfill", "Conflict", "MatchResult", "MemoryStore", "RedisStore", "Store", "StoreUnavailable",
            "Ticket", "TicketStatus", "make_store", "new_ticket_id", "pool_of", "wait_reachable"]
 
 

@@ -108,6 +108,58 @@ class MatchResult:
                 "matched_at": time.time()}
 
 
+BackfillStatus = Literal["open", "filled", "cancelled", "expired"]
+
+
+@dataclass
+class Backfill:
+    """Open slots of a running match, filled from the pool's queue (``POST /v1/backfills``).
+
+    ``players`` are the spec players now in the match and ``teams`` their ids per team: they stay
+    pinned to their teams. ``open`` is the free slots per team. A fill is all or nothing: the
+    backfill stays ``open`` with nothing ``assigned`` until one matchmaker solve fills every open
+    slot, then the chosen tickets end ``matched`` (under the backfill's ``match_id``) and the
+    backfill ``filled`` in one atomic step; past its TTL it reads ``expired``.
+    """
+
+    id: str
+    pool: str
+    match_id: str
+    players: list[dict[str, Any]]
+    teams: list[list[str]]
+    open: list[int]
+    created_at: float
+    expires_at: float
+    status: BackfillStatus = "open"
+    assigned: list[list[str]] = field(default_factory=list)  # new player ids per team (empty lists while open)
+    tickets: list[str] = field(default_factory=list)          # the tickets that filled it
+    filled_at: float | None = None
+    owner: str | None = None
+
+    def view(self, now: float | None = None) -> Backfill:
+        """As a reader sees it: an open backfill past its TTL reads as expired."""
+        now = time.time() if now is None else now
+        if self.status == "open" and now >= self.expires_at:
+            return Backfill(**{**asdict(self), "status": "expired"})
+        return self
+
+    def data_json(self) -> str:
+        """The immutable part, as stored."""
+        return json.dumps({"pool": self.pool, "match_id": self.match_id, "players": self.players,
+                           "teams": self.teams, "open": self.open, "owner": self.owner})
+
+    @staticmethod
+    def from_fields(bid: str, f: dict[str, str]) -> Backfill:
+        d = json.loads(f["data"])
+        teams = d["teams"]
+        return Backfill(id=bid, pool=d["pool"], match_id=d["match_id"], players=d["players"], teams=teams,
+                        open=d["open"], created_at=float(f["created"]), expires_at=float(f["expires"]),
+                        status=f.get("status", "open"),
+                        assigned=json.loads(f["assigned"]) if f.get("assigned") else [[] for _ in teams],
+                        tickets=json.loads(f["tickets"]) if f.get("tickets") else [],
+                        filled_at=float(f["filled_at"]) if f.get("filled_at") else None, owner=d.get("owner"))
+
+
 class Conflict(Exception):
     """The requested change does not apply to the ticket's current status."""
 
@@ -203,6 +255,36 @@ class Store(ABC):
 
     async def acancel(self, ticket_id: str) -> Ticket | None:
         return self.cancel(ticket_id)
+
+    # ---- backfills (open slots of running matches; see :class:`Backfill`)
+
+    @abstractmethod
+    def create_backfill(self, backfill: Backfill) -> Backfill:
+        """Store a new open backfill; returns it with the store's times."""
+
+    @abstractmethod
+    def get_backfill(self, backfill_id: str) -> Backfill | None:
+        """The backfill as a reader sees it (past its TTL an open one reads expired); None if unknown."""
+
+    @abstractmethod
+    def cancel_backfill(self, backfill_id: str) -> Backfill | None:
+        """open → cancelled; raises Conflict for a filled/expired/cancelled one; None if unknown."""
+
+    @abstractmethod
+    def open_backfills(self, pool: str, limit: int = 100) -> list[Backfill]:
+        """Open, unexpired backfills of a pool, soonest to expire first."""
+
+    @abstractmethod
+    def fill_backfill(self, pool: str, backfill_id: str, ticket_ids: list[str], assigned: list[list[str]],
+                      results: dict[str, dict[str, Any]]) -> bool:
+        """In one atomic step: every ticket queued and unexpired → matched with its ``results`` entry
+        (players freed, ``matched`` events), and the backfill open and unexpired → filled with
+        ``assigned`` and the tickets; or nothing changes and False. A ticket taken here can never be
+        claimed for a new match, nor a claimed one taken here."""
+
+    @abstractmethod
+    def reap_backfills(self, pool: str, now: float | None = None) -> int:
+        """Open backfills past their TTL → expired (out of the open index); returns how many."""
 
     def ping(self) -> bool:
         return True

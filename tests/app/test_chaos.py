@@ -13,8 +13,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from chaos_helpers import REDIS_SERVER, describe  # noqa: E402
 
-from mgmatch.app.chaos import ChaosPlan, make_tickets, run_chaos, schedule  # noqa: E402
-from mgmatch.app.chaos_checks import check_matches  # noqa: E402
+from mgmatch.app.chaos import ChaosPlan, backfill_schedule, make_backfills, make_tickets, run_chaos, schedule  # noqa: E402
+from mgmatch.app.chaos_checks import check_backfills, check_matches  # noqa: E402
 from mgmatch.core.presets import load_model  # noqa: E402
 
 
@@ -36,6 +36,46 @@ def test_match_check_finds_double_booking_inconsistent_teams_and_wrong_sizes():
     short = [_view("t1", ["p1"], "m1", [["p1", "p2"], ["p4", "p5", "p6"]], 0)]
     assert check_matches(short, (3, 3)).malformed == ["m1"]
     assert check_matches(views[:2], (3, 3)).ok
+
+
+def _bf_view(tid, players, bid, mid, teams, team):
+    v = _view(tid, players, mid, teams, team)
+    v["match"]["backfill_id"] = bid
+    return v
+
+
+def test_backfill_checks_find_players_in_a_backfill_and_a_new_match():
+    full = [["e1", "e2", "e3"], ["e4", "n1", "n2"]]
+    bf = {"id": "b1", "status": "filled", "match_id": "g1", "assigned": [[], ["n1", "n2"]]}
+    views = [_bf_view("t1", ["n1"], "b1", "g1", full, 1), _bf_view("t2", ["n2"], "b1", "g1", full, 1)]
+    assert check_backfills([bf], views).ok and check_backfills([bf], views).assigned_players == 2
+    assert check_matches(views, (3, 3)).ok
+    # n2's ticket reads a new match instead: n2 is in the backfill and in that match
+    m = [["n2", "x1", "x2"], ["x3", "x4", "x5"]]
+    elsewhere = [views[0], _view("t2", ["n2"], "m9", m, 0)]
+    got = check_backfills([bf], elsewhere)
+    assert got.double_booked == ["n2"] and got.mismatched == ["b1"]
+    # two backfills assigning the same player; and a ticket of the backfill it does not list
+    bf2 = {"id": "b2", "status": "filled", "match_id": "g2", "assigned": [["n1"], []]}
+    assert "n1" in check_backfills([bf, bf2], views).double_booked
+    stray = [*views, _bf_view("t3", ["n3"], "b1", "g1", full, 1)]
+    assert check_backfills([bf], stray).mismatched == ["b1"]
+    # matches are keyed by backfill: a player in a backfill and in a new match is double booked there too
+    both = [*views, _view("t9", ["n1"], "m9", [["n1", "x1", "x2"], ["x3", "x4", "x5"]], 0)]
+    assert check_matches(both, (3, 3)).double_booked == ["n1"]
+
+
+def test_chaos_backfills_are_deterministic_fit_the_pool_and_leave_open_slots():
+    a, b = make_backfills("3v3", 10, seed=3), make_backfills("3v3", 10, seed=3)
+    assert a == b and a != make_backfills("3v3", 10, seed=4)
+    dim = load_model("3v3").feature_dim
+    for body in a:
+        ids = [p["id"] for p in body["players"]]
+        assert sorted(ids) == sorted(p for t in body["teams"] for p in t)
+        assert all(len(p["features"]) == dim for p in body["players"])
+        assert [len(t) + n for t, n in zip(body["teams"], body["open"], strict=True)] == [3, 3]
+        assert 1 <= sum(body["open"]) <= 2
+    assert backfill_schedule(ChaosPlan(tickets=2000, backfills=4)) == [100, 525, 950, 1375]
 
 
 def test_chaos_tickets_are_deterministic_fit_the_pool_and_parties_fill_a_team():
@@ -82,6 +122,9 @@ def test_kills_redis_restart_and_flushall_lose_nothing_redis_kept_and_book_nobod
     assert r["flushed_not_404"] == 0, why
     # nobody double-booked; every match consistent across its tickets and 3v3-shaped
     assert r["double_booked"] == 0 and r["inconsistent_tickets"] == 0 and r["malformed_matches"] == 0, why
+    # backfills took players from the same queue, and every filled one is confirmed by its tickets
+    assert r["backfills"] == plan.backfills and r["backfills_by_status"].get("filled", 0) > 0, why
+    assert r["backfill_double_booked"] == 0 and r["backfill_mismatched"] == 0, why
 
 
 def _processes_with(marker: bytes) -> list[int]:
