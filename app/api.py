@@ -5,6 +5,8 @@
   the solve pool's own threads (``MGMATCH_SOLVE_THREADS``, ``MGMATCH_SOLVE_QUEUE``).
 - ``POST /v1/tickets`` — queue a player or a party for a pool; ``GET``/``DELETE /v1/tickets/{id}``
   (only the client that created a ticket sees it; see :mod:`mgmatch.app.service`).
+- ``POST /v1/matches/{match_id}/result`` — the game server reports a finished match's engagement
+  (and optionally each player's) → 202; kept with the match's record for ``mgmatch export-log``.
 - ``GET /healthz`` (process up), ``/readyz`` (store answers a ping within ``MGMATCH_READYZ_TIMEOUT_S``,
   workers running), ``/metrics``.
 
@@ -22,6 +24,7 @@ import json
 import time
 from typing import Any
 
+import anyio.to_thread
 from fastapi import FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -33,7 +36,7 @@ from mgmatch.core.errors import InvalidInput, join
 from . import metrics, service
 from .runtime import Runtime, SolvePoolFull
 from .security import OWNER_SCOPE_KEY, Guard
-from .service import STORE_ERRORS, NotFound, TicketIn, ticket_out
+from .service import STORE_ERRORS, NotFound, ResultIn, TicketIn, ticket_out
 from .store import Conflict
 
 __all__ = ["BatchIn", "TicketIn", "build_asgi", "create_app", "ticket_out"]
@@ -77,7 +80,7 @@ class ErrorOut(BaseModel):
 def _errors(*codes: int) -> dict[int, dict]:
     """OpenAPI entries for the error answers a route can give (all ``{"error": {field, message}}``)."""
     why = {400: "Body not JSON, or nested deeper than the limit.", 401: "Missing or invalid API key / signature.",
-           404: "No such ticket for this client.", 409: "Conflict with the ticket's or player's state.",
+           404: "No such ticket (or match) for this client.", 409: "Conflict with the ticket's, player's or match's state.",
            413: "Body larger than the limit.", 422: "Invalid input; `field` names it.",
            429: "Rate limit exceeded (Retry-After).",
            503: "Store unreachable or solve pool full (Retry-After); retry later."}
@@ -85,6 +88,14 @@ def _errors(*codes: int) -> dict[int, dict]:
 
 
 _V1_ERRORS = (400, 401, 413, 422, 429, 503)
+
+
+class ResultOut(BaseModel):
+    match_id: str
+    pool: str
+    status: str = Field(description="accepted (stored now) | duplicate (the same result was stored before)")
+    engagement: float
+    received_at: float | None = Field(default=None, description="Unix seconds (store clock) the result was stored.")
 
 
 class BatchIn(BaseModel):
@@ -265,6 +276,16 @@ def create_app(rt: Runtime) -> FastAPI:
         t = service.owned(t, ticket_id, owner)
         metrics.TICKET_EVENTS.labels(t.pool, "cancelled").inc()
         return JSONResponse(ticket_out(t))
+
+    @app.post("/v1/matches/{match_id}/result", tags=["matches"], status_code=202, response_model=ResultOut,
+              responses=_errors(404, 409, *_V1_ERRORS),
+              summary="Report a finished match's engagement (kept for the match log, `mgmatch export-log`).")
+    async def post_result(request: Request, match_id: str, body: ResultIn):
+        try:
+            out = await anyio.to_thread.run_sync(service.post_result, rt, match_id, body, _owner(request))
+        except Conflict as err:
+            return _answer(err, rt, conflict_code="ALREADY_EXISTS", conflict_field="result")
+        return JSONResponse(out, status_code=202)
 
     return app
 

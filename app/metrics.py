@@ -63,6 +63,10 @@ GRPC_SECONDS = Histogram("mgmatch_grpc_request_duration_seconds", "gRPC request 
 DEAD_LETTERS = Counter("mgmatch_solver_dead_letters_total",
                        "Solve jobs moved to the pool's dead-letter stream (crashed their solver too often, or raised).",
                        ["pool"], registry=REGISTRY)
+MATCH_RESULTS = Counter("mgmatch_matches_results_total",
+                        "Match results posted by game servers, by outcome (accepted, duplicate: the same result "
+                        "again, conflict: a different result for a match that has one, unknown: no such match "
+                        "or past its retention).", ["pool", "outcome"], registry=REGISTRY)
 WORKER_UP = Gauge("mgmatch_worker_up", "1 while a worker loop runs.", ["kind"], registry=REGISTRY)
 
 DOCUMENTED = (
@@ -72,7 +76,7 @@ DOCUMENTED = (
     "mgmatch_solver_gap_ratio", "mgmatch_predictor_fallback_total", "mgmatch_inference_batch_size",
     "mgmatch_model_info", "mgmatch_model_reloads_total", "mgmatch_http_requests_total",
     "mgmatch_http_request_duration_seconds", "mgmatch_http_rejected_total", "mgmatch_worker_up",
-    "mgmatch_solver_dead_letters_total",
+    "mgmatch_solver_dead_letters_total", "mgmatch_matches_results_total",
 )
 
 
