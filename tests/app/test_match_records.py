@@ -9,7 +9,15 @@ import time
 import pytest
 
 from mgmatch.app.results import export_matchlog
-from mgmatch.app.store import MatchRecord, MatchResult, MemoryStore, RedisStore, Ticket, match_pool, new_ticket_id
+from mgmatch.app.store import (
+    MatchRecord,
+    MatchResult,
+    MemoryStore,
+    RedisStore,
+    Ticket,
+    match_pool,
+    new_ticket_id,
+)
 from mgmatch.pipeline.matchlog import load_matchlog
 
 
