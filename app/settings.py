@@ -68,7 +68,7 @@ class Settings(BaseSettings):
                                      description="A committed match's record (its players' features at match time, "
                                                  "teams, result) is kept this long for POST "
                                                  "/v1/matches/{id}/result and `mgmatch export-log`.")
-    match_max_count: int = Field(default=20_000, ge=1, le=10_000_000,
+    match_max_count: int = Field(default=10_000, ge=1, le=10_000_000,
                                  description="Most match records kept per pool; the oldest go first.")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 

@@ -35,7 +35,7 @@ RETENTION_S = 3600.0  # how long a finished ticket stays readable after its TTL
 #: default match-record retention (``MGMATCH_MATCH_RETENTION_S``) and most records kept per pool
 #: (``MGMATCH_MATCH_MAX_COUNT``): what the match log can be exported from (:class:`MatchRecord`)
 MATCH_RETENTION_S = 86_400.0
-MATCH_MAX_COUNT = 20_000
+MATCH_MAX_COUNT = 10_000
 _MATCH_POOL = re.compile(r"^([a-z0-9][a-z0-9-]{0,31})\.(.+)$")  # a pool name (config.POOL_NAME) has no dot
 
 
@@ -145,10 +145,9 @@ class MatchRecord:
 
     def record_json(self) -> str:
         """The immutable part, as stored (time and result are stored beside it)."""
-        d = asdict(self)
-        for k in ("time", "result", "result_at"):
-            d.pop(k)
-        return json.dumps(d, allow_nan=False)
+        return json.dumps({"match_id": self.match_id, "pool": self.pool, "teams": self.teams, "method": self.method,
+                           "arm": self.arm, "model_version": self.model_version, "objective": self.objective,
+                           "owners": self.owners}, allow_nan=False)  # not asdict: it deep-copies every feature
 
     @staticmethod
     def from_fields(f: dict[str, str]) -> MatchRecord:
