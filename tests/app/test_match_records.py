@@ -4,9 +4,13 @@ result per match (the first stays), bounded by retention and count, paged in tim
 from __future__ import annotations
 
 import json
+import sys
 import time
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
 
 from mgmatch.app.results import export_matchlog
 from mgmatch.app.store import (
@@ -175,3 +179,19 @@ def test_export_refuses_mixed_shapes_and_leaves_the_old_file(make, tmp_path):
     with pytest.raises(ValueError, match="pool q has 2 teams of players with 3 features"):
         export_matchlog(s, ["p", "q"], out)
     assert out.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["log.jsonl"]
+
+
+def test_an_unreachable_redis_raises_store_unavailable(tmp_path):
+    from svc_helpers import free_port
+
+    from mgmatch.app.store import StoreUnavailable
+
+    s = RedisStore.from_url(f"redis://127.0.0.1:{free_port()}/0")
+    calls = [lambda: s.get_match("p", "p.x"), lambda: s.put_match_result("p", "p.x", {"engagement": 1.0}),
+             lambda: s.match_index("p", 0.0, 10), lambda: s.get_matches("p", ["p.x"]), lambda: list(s.iter_matches("p")),
+             lambda: export_matchlog(s, ["p"], tmp_path / "log.jsonl")]
+    for call in calls:
+        with pytest.raises(StoreUnavailable):
+            call()
+    assert list(tmp_path.iterdir()) == []
+    s.close()

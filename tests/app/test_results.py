@@ -140,3 +140,14 @@ def test_post_match_result_over_grpc(tmp_path, live):
     finally:
         server.stop(grace=None)
     assert rt.store.get_match("small", mid).result == {"engagement": 2.5, "players": {"g1": 1.0}}
+
+
+def test_results_answer_503_while_redis_is_unreachable(tmp_path, live):
+    from svc_helpers import free_port
+
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    rt = Runtime.build(Settings(config=service_config(tmp_path), store="redis", redis_url=dead, retry_after_s=3))
+    srv = live(rt)
+    with client(srv.url) as c:
+        r = c.post("/v1/matches/small.c-0-x/result", json={"engagement": 1.0})
+    assert r.status_code == 503 and r.headers["retry-after"] == "3" and r.json()["error"]["field"] == "store"
