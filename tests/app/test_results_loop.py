@@ -135,6 +135,7 @@ def _serve_and_play(settings: Settings, tag: str, seed: int, export=None) -> dic
     return matches
 
 
+@pytest.mark.slow
 def test_loop_on_the_memory_store(tmp_path):
     log = tmp_path / "log.jsonl"
     got = {}
@@ -149,6 +150,7 @@ def test_loop_on_the_memory_store(tmp_path):
     _fit_and_reload(tmp_path, log, {})
 
 
+@pytest.mark.slow
 @pytest.mark.redis
 def test_loop_on_redis_with_the_export_log_command(tmp_path, redis_url):
     url, prefix = redis_url
