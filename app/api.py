@@ -7,6 +7,8 @@
   (only the client that created a ticket sees it; see :mod:`mgmatch.app.service`).
 - ``POST /v1/backfills`` — open slots of a running match, filled from the pool's queue by the
   matchmaker; ``GET``/``DELETE /v1/backfills/{id}`` (owned like tickets).
+- ``POST /v1/matches/{match_id}/result`` — the game server reports a finished match's engagement
+  (and optionally each player's) → 202; kept with the match's record for ``mgmatch export-log``.
 - ``GET /healthz`` (process up), ``/readyz`` (store answers a ping within ``MGMATCH_READYZ_TIMEOUT_S``,
   workers running), ``/metrics``.
 
@@ -24,6 +26,7 @@ import json
 import time
 from typing import Any
 
+import anyio.to_thread
 from fastapi import FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -35,7 +38,7 @@ from mgmatch.core.errors import InvalidInput, join
 from . import metrics, service
 from .runtime import Runtime, SolvePoolFull
 from .security import OWNER_SCOPE_KEY, Guard
-from .service import STORE_ERRORS, BackfillIn, NotFound, TicketIn, backfill_out, ticket_out
+from .service import STORE_ERRORS, BackfillIn, NotFound, ResultIn, TicketIn, backfill_out, ticket_out
 from .store import Conflict
 
 __all__ = ["BatchIn", "TicketIn", "build_asgi", "create_app", "ticket_out"]
@@ -96,8 +99,8 @@ class ErrorOut(BaseModel):
 def _errors(*codes: int) -> dict[int, dict]:
     """OpenAPI entries for the error answers a route can give (all ``{"error": {field, message}}``)."""
     why = {400: "Body not JSON, or nested deeper than the limit.", 401: "Missing or invalid API key / signature.",
-           404: "No such ticket (or backfill) for this client.",
-           409: "Conflict with the ticket's, backfill's or player's state.",
+           404: "No such ticket (backfill or match) for this client.",
+           409: "Conflict with the ticket's, backfill's, player's or match's state.",
            413: "Body larger than the limit.", 422: "Invalid input; `field` names it.",
            429: "Rate limit exceeded (Retry-After).",
            503: "Store unreachable or solve pool full (Retry-After); retry later."}
@@ -105,6 +108,14 @@ def _errors(*codes: int) -> dict[int, dict]:
 
 
 _V1_ERRORS = (400, 401, 413, 422, 429, 503)
+
+
+class ResultOut(BaseModel):
+    match_id: str
+    pool: str
+    status: str = Field(description="accepted (stored now) | duplicate (the same result was stored before)")
+    engagement: float
+    received_at: float | None = Field(default=None, description="Unix seconds (store clock) the result was stored.")
 
 
 class BatchIn(BaseModel):
@@ -314,6 +325,15 @@ def create_app(rt: Runtime) -> FastAPI:
         b = service.owned_backfill(b, backfill_id, owner)
         metrics.BACKFILL_EVENTS.labels(b.pool, "cancelled").inc()
         return JSONResponse(backfill_out(b))
+    @app.post("/v1/matches/{match_id}/result", tags=["matches"], status_code=202, response_model=ResultOut,
+              responses=_errors(404, 409, *_V1_ERRORS),
+              summary="Report a finished match's engagement (kept for the match log, `mgmatch export-log`).")
+    async def post_result(request: Request, match_id: str, body: ResultIn):
+        try:
+            out = await anyio.to_thread.run_sync(service.post_result, rt, match_id, body, _owner(request))
+        except Conflict as err:
+            return _answer(err, rt, conflict_code="ALREADY_EXISTS", conflict_field="result")
+        return JSONResponse(out, status_code=202)
 
     return app
 

@@ -1,7 +1,8 @@
 """The optional gRPC API (``mgmatch serve --grpc-port N``): the HTTP API's routes and messages.
 
 Service ``mgmatch.v1.Matchmaker`` (``app/rpc/matchmaker.proto``): Solve, CreateTicket, GetTicket,
-CancelTicket, CreateBackfill, GetBackfill, CancelBackfill. A request is turned into the same JSON object the HTTP API reads and goes through
+CancelTicket, CreateBackfill, GetBackfill, CancelBackfill, PostMatchResult. A request is turned into the same JSON
+object the HTTP API reads and goes through
 the same service logic (:mod:`mgmatch.app.service`: validation, ownership, error mapping), solve
 pool, runtime and store, so both front ends answer alike. Errors become status codes with the
 HTTP API's message (which names the field): INVALID_ARGUMENT (HTTP 422), NOT_FOUND (404, also
@@ -34,7 +35,7 @@ from .rpc import matchmaker_pb2 as pb
 from .rpc import matchmaker_pb2_grpc as pb_grpc
 from .runtime import Runtime, SolvePoolFull
 from .security import grpc_client, rate_buckets
-from .service import STORE_ERRORS, BackfillIn, NotFound, TicketIn, backfill_out, ticket_out
+from .service import STORE_ERRORS, BackfillIn, NotFound, ResultIn, TicketIn, backfill_out, ticket_out
 from .store import Conflict
 
 #: errors the service maps to a status code (anything else is a bug and surfaces as UNKNOWN)
@@ -263,6 +264,18 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
             self._fail(context, err)
         metrics.BACKFILL_EVENTS.labels(b.pool, "cancelled").inc()
         return backfill_message(backfill_out(b))
+    def PostMatchResult(self, request: pb.MatchResultRequest, context) -> pb.MatchResultAck:
+        owner = self._guard(context)
+        try:
+            try:
+                body = ResultIn.model_validate({"engagement": request.engagement,
+                                                "players": dict(request.players) or None})
+            except ValidationError as err:
+                raise from_pydantic(err) from None
+            out = service.post_result(self.rt, request.match_id, body, owner)
+        except _KNOWN as err:
+            self._fail(context, err, conflict_code="ALREADY_EXISTS", conflict_field="result")
+        return json_format.ParseDict({k: v for k, v in out.items() if v is not None}, pb.MatchResultAck())
 
 
 def _handlers(svc: MatchmakerService) -> grpc.GenericRpcHandler:

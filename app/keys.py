@@ -98,6 +98,17 @@ class Keys:
         """ZSET of open backfill ids scored by their TTL deadline: what the matchmaker tries to fill
         (soonest to expire first) and what the backfill reaper expires."""
         return f"{self._pool(pool)}:backfills"
+    def match(self, pool: str, match_id: str) -> str:
+        """HASH of one committed match (:class:`~mgmatch.app.store.base.MatchRecord`): record (immutable JSON:
+        teams of spec players as at match time, method, arm, model version, objective, owners), time (Redis
+        TIME of the commit), result and result_at once the game server posted it. Written by the commit script
+        with the tickets it matches; expires after the match retention (``MGMATCH_MATCH_RETENTION_S``)."""
+        return f"{self._pool(pool)}:m:{match_id}"
+
+    def matches(self, pool: str) -> str:
+        """ZSET match id → commit time (Redis TIME): the index the match log is exported from. The commit script
+        trims it by age (the retention) and to ``MGMATCH_MATCH_MAX_COUNT`` entries, deleting the trimmed hashes."""
+        return f"{self._pool(pool)}:matches"
 
     def inference_requests(self) -> str:
         """STREAM of predictor requests (group ``inference``); not pool-bound, its own shard."""

@@ -30,7 +30,7 @@ from .ab import Experiments, plan_for
 from .backfill import Backfiller
 from .config import PoolConfig
 from .engine import Engine, seed_of
-from .store import MatchResult, Store, Ticket
+from .store import MatchRecord, MatchResult, Store, Ticket
 
 log = logging.getLogger("mgmatch.matchmaker")
 
@@ -125,6 +125,16 @@ def ticket_at_fault(err: InvalidInput, owner: dict[str, str]) -> str | None:
     return ids[i] if i < len(ids) else None
 
 
+def match_record(pool: str, result: MatchResult, players: list[dict[str, Any]], tickets: list[Ticket]) -> MatchRecord:
+    """What the match log needs of a match about to be committed: its teams as the spec players the solver saw
+    (features, ``waited_s``, ``party`` … at match time), and the owners of its tickets (who may post its result)."""
+    by_id = {p["id"]: p for p in players}
+    owners = sorted({t.owner for t in tickets if t.id in result.team_of_ticket and t.owner is not None})
+    return MatchRecord(match_id=result.match_id, pool=pool, teams=[[by_id[pid] for pid in team] for team in result.teams],
+                       method=result.method, arm=result.arm, model_version=result.model_version,
+                       objective=result.objective, owners=owners)
+
+
 class JobRunner:
     """Runs claimed jobs: solve, commit, release. Shared by the embedded loop and solver workers.
 
@@ -169,7 +179,8 @@ class JobRunner:
                 # fences the claim (new id), so after it only the new runner commits; matches the slow
                 # runner committed before it stand, and the token keeps their ids apart in any case
                 key = f"{job.claim_id}-{k}"
-                match_id = f"{key}-{run_token}"
+                # "<pool>." first: a result posted for the match finds its pool (one shard) from the id alone
+                match_id = f"{job.pool}.{key}-{run_token}"
                 arm_cfg = None
                 if exp is not None:
                     if exp.config.key == "match":
@@ -202,7 +213,8 @@ class JobRunner:
                                      model_version=getattr(sol, "model_version", None), objective=sol.objective,
                                      status=sol.status)
                 sel = set(selected)
-                if not self.store.commit(job.pool, job.claim_id, selected, [], result):
+                record = match_record(job.pool, result, obj["players"], remaining)
+                if not self.store.commit(job.pool, job.claim_id, selected, [], result, record):
                     metrics.CLAIM_CONFLICTS.labels(job.pool, "commit").inc()
                     remaining = [t for t in remaining if t.id not in sel]
                     continue

@@ -69,6 +69,10 @@ BACKFILLS_OPEN = Gauge("mgmatch_backfills_open", "Open backfills per pool (as la
                        registry=REGISTRY)
 BACKFILL_FILL_SECONDS = Histogram("mgmatch_backfills_fill_seconds", "Time from a backfill's creation to its fill.",
                                   ["pool"], buckets=_WAIT_BUCKETS, registry=REGISTRY)
+MATCH_RESULTS = Counter("mgmatch_matches_results_total",
+                        "Match results posted by game servers, by outcome (accepted, duplicate: the same result "
+                        "again, conflict: a different result for a match that has one, unknown: no such match "
+                        "or past its retention).", ["pool", "outcome"], registry=REGISTRY)
 WORKER_UP = Gauge("mgmatch_worker_up", "1 while a worker loop runs.", ["kind"], registry=REGISTRY)
 
 DOCUMENTED = (
@@ -79,7 +83,7 @@ DOCUMENTED = (
     "mgmatch_model_info", "mgmatch_model_reloads_total", "mgmatch_http_requests_total",
     "mgmatch_http_request_duration_seconds", "mgmatch_http_rejected_total", "mgmatch_worker_up",
     "mgmatch_solver_dead_letters_total", "mgmatch_backfills_events_total", "mgmatch_backfills_open",
-    "mgmatch_backfills_fill_seconds",
+    "mgmatch_backfills_fill_seconds", "mgmatch_matches_results_total",
 )
 
 

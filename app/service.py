@@ -16,6 +16,7 @@ ticket.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from typing import Annotated, Any
@@ -34,10 +35,11 @@ from mgmatch.core.limits import (
     MAX_TEXT_CHARS,
 )
 
+from . import metrics
 from .ab import Plan, plan_for
 from .config import SOLVE_POOL
 from .runtime import Runtime, SolvePoolFull
-from .store import Backfill, Conflict, StoreUnavailable, Ticket, new_ticket_id
+from .store import Backfill, Conflict, StoreUnavailable, Ticket, match_pool, new_ticket_id
 
 #: longest idempotency key and A/B key (body or header)
 MAX_KEY_CHARS = 128
@@ -348,3 +350,68 @@ def backfill_out(b: Backfill) -> dict[str, Any]:
     return {"id": b.id, "pool": b.pool, "status": b.status, "match_id": b.match_id, "teams": b.teams,
             "open": b.open, "assigned": b.assigned or [[] for _ in b.teams], "tickets": b.tickets,
             "created_at": b.created_at, "expires_at": b.expires_at, "filled_at": b.filled_at}
+# --------------------------------------------------------------------------- match results
+
+#: a match id longer than this names no match (answered 404 without a store lookup)
+MAX_MATCH_ID_CHARS = 256
+#: most per-player entries in one result (more than any match has players)
+MAX_RESULT_PLAYERS = 1000
+
+
+class ResultIn(BaseModel):
+    """What the game server reports when a match ends (``POST /v1/matches/{match_id}/result``)."""
+
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
+
+    engagement: float = Field(description="The match's engagement: the number the studio wants to maximize (spec "
+                                          "§5), e.g. the share of its players who queued again within 10 minutes.")
+    players: dict[Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)], float] | None = Field(
+        default=None, max_length=MAX_RESULT_PLAYERS,
+        description="Optional per-player engagement, player id → number; every id must be a player of the match.")
+
+
+def post_result(rt: Runtime, match_id: str, body: ResultIn, owner: str | None) -> dict[str, Any]:
+    """Keep a match's result for the match log. The first result stays: the same result posted again (a retry)
+    is accepted again, a different one is a :class:`Conflict`.
+
+    Raises:
+        NotFound: ``match_id`` names no match this client may see (unknown, past its retention, or, with
+            authentication, a match none of whose tickets this client created).
+        InvalidInput: ``players.<id>`` is not a player of the match, or a number is not finite.
+        Conflict: the match already has a different result.
+    """
+    pool = match_pool(match_id) if len(match_id) <= MAX_MATCH_ID_CHARS else None
+    label = pool if pool in rt.pools else "other"
+
+    def unknown() -> NotFound:
+        metrics.MATCH_RESULTS.labels(label, "unknown").inc()
+        return NotFound("match_id", f"no match {short_id(match_id)!r} (unknown, or past its retention of "
+                                    f"{rt.settings.match_retention_s:g} s)")
+
+    if pool is None or pool not in rt.pools:
+        raise unknown()
+    rec = rt.store.get_match(pool, match_id)
+    if rec is None or (owner is not None and owner not in rec.owners):
+        raise unknown()
+    if not math.isfinite(body.engagement):  # pydantic refuses these already; a caller building ResultIn may not
+        raise InvalidInput("engagement", "must be a finite number")
+    result: dict[str, Any] = {"engagement": float(body.engagement)}
+    if body.players:
+        known = rec.player_ids()
+        for pid, v in body.players.items():
+            if pid not in known:
+                raise InvalidInput(f"players.{pid}", f"player {short_id(pid)!r} is not in match {short_id(match_id)!r}")
+            if not math.isfinite(v):
+                raise InvalidInput(f"players.{pid}", "must be a finite number")
+        result["players"] = {pid: float(v) for pid, v in body.players.items()}
+    stored, fresh = rt.store.put_match_result(pool, match_id, result)
+    if stored is None:  # expired between the two calls
+        raise unknown()
+    if not fresh and stored.result != result:
+        metrics.MATCH_RESULTS.labels(pool, "conflict").inc()
+        raise Conflict(f"match {short_id(match_id)!r} already has a different result "
+                       f"(engagement {stored.result['engagement'] if stored.result else None!r}); the first one stays")
+    metrics.MATCH_RESULTS.labels(pool, "accepted" if fresh else "duplicate").inc()
+    return {"match_id": match_id, "pool": pool, "status": "accepted" if fresh else "duplicate",
+            "engagement": stored.result["engagement"] if stored.result else result["engagement"],
+            "received_at": stored.result_at}

@@ -63,6 +63,13 @@ class Settings(BaseSettings):
     max_ticket_crashes: int = Field(default=3, ge=1, le=100,
                                     description="A ticket in this many dead-lettered jobs ends expired with a reason "
                                                 "instead of going back to the queue again.")
+    # --- match records (results and the match log)
+    match_retention_s: float = Field(default=86_400.0, gt=0, le=90 * 86_400,
+                                     description="A committed match's record (its players' features at match time, "
+                                                 "teams, result) is kept this long for POST "
+                                                 "/v1/matches/{id}/result and `mgmatch export-log`.")
+    match_max_count: int = Field(default=10_000, ge=1, le=10_000_000,
+                                 description="Most match records kept per pool; the oldest go first.")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     @field_validator("api_keys", mode="before")

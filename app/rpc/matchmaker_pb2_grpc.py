@@ -69,6 +69,11 @@ class MatchmakerStub:
                 request_serializer=matchmaker__pb2.BackfillRef.SerializeToString,
                 response_deserializer=matchmaker__pb2.Backfill.FromString,
                 _registered_method=True)
+        self.PostMatchResult = channel.unary_unary(
+                '/mgmatch.v1.Matchmaker/PostMatchResult',
+                request_serializer=matchmaker__pb2.MatchResultRequest.SerializeToString,
+                response_deserializer=matchmaker__pb2.MatchResultAck.FromString,
+                _registered_method=True)
 
 
 class MatchmakerServicer:
@@ -123,6 +128,14 @@ class MatchmakerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PostMatchResult(self, request, context):
+        """Report a finished match's engagement (POST /v1/matches/{match_id}/result): NOT_FOUND for an unknown or
+        expired match, INVALID_ARGUMENT for a player not in it, ALREADY_EXISTS for a different second result.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MatchmakerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -160,6 +173,11 @@ def add_MatchmakerServicer_to_server(servicer, server):
                     servicer.CancelBackfill,
                     request_deserializer=matchmaker__pb2.BackfillRef.FromString,
                     response_serializer=matchmaker__pb2.Backfill.SerializeToString,
+            ),
+            'PostMatchResult': grpc.unary_unary_rpc_method_handler(
+                    servicer.PostMatchResult,
+                    request_deserializer=matchmaker__pb2.MatchResultRequest.FromString,
+                    response_serializer=matchmaker__pb2.MatchResultAck.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -351,6 +369,33 @@ class Matchmaker:
             '/mgmatch.v1.Matchmaker/CancelBackfill',
             matchmaker__pb2.BackfillRef.SerializeToString,
             matchmaker__pb2.Backfill.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PostMatchResult(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mgmatch.v1.Matchmaker/PostMatchResult',
+            matchmaker__pb2.MatchResultRequest.SerializeToString,
+            matchmaker__pb2.MatchResultAck.FromString,
             options,
             channel_credentials,
             insecure,

@@ -4,14 +4,18 @@ and in Redis (:mod:`.redis`, production; its Lua scripts in ``lua/``), and the f
 from __future__ import annotations
 
 from .base import (
+    MATCH_MAX_COUNT,
+    MATCH_RETENTION_S,
     RETENTION_S,
     Backfill,
     Conflict,
+    MatchRecord,
     MatchResult,
     Store,
     StoreUnavailable,
     Ticket,
     TicketStatus,
+    match_pool,
     new_ticket_id,
     pool_of,
     wait_reachable,
@@ -19,12 +23,15 @@ from .base import (
 from .memory import MemoryStore
 from .redis import RedisStore
 
-__all__ = ["RETENTION_S", "Backfill", "Conflict", "MatchResult", "MemoryStore", "RedisStore", "Store", "StoreUnavailable",
-           "Ticket", "TicketStatus", "make_store", "new_ticket_id", "pool_of", "wait_reachable"]
+__all__ = ["MATCH_MAX_COUNT", "MATCH_RETENTION_S", "RETENTION_S", "Backfill", "Conflict", "MatchRecord", "MatchResult",
+           "MemoryStore", "RedisStore", "Store", "StoreUnavailable", "Ticket", "TicketStatus", "make_store",
+           "match_pool", "new_ticket_id", "pool_of", "wait_reachable"]
 
 
 def make_store(settings) -> Store:
     """The one factory: ``settings.store`` picks the implementation."""
     if settings.store == "redis":
-        return RedisStore.from_url(settings.redis_url, prefix=settings.key_prefix)
-    return MemoryStore()
+        return RedisStore.from_url(settings.redis_url, prefix=settings.key_prefix,
+                                   match_retention_s=settings.match_retention_s,
+                                   match_max_count=settings.match_max_count)
+    return MemoryStore(match_retention_s=settings.match_retention_s, match_max_count=settings.match_max_count)

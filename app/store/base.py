@@ -21,16 +21,22 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 TicketStatus = Literal["queued", "proposed", "matched", "expired", "cancelled"]
 RETENTION_S = 3600.0  # how long a finished ticket stays readable after its TTL
+#: default match-record retention (``MGMATCH_MATCH_RETENTION_S``) and most records kept per pool
+#: (``MGMATCH_MATCH_MAX_COUNT``): what the match log can be exported from (:class:`MatchRecord`)
+MATCH_RETENTION_S = 86_400.0
+MATCH_MAX_COUNT = 10_000
+_MATCH_POOL = re.compile(r"^([a-z0-9][a-z0-9-]{0,31})\.(.+)$")  # a pool name (config.POOL_NAME) has no dot
 
 
 def new_ticket_id(pool: str) -> str:
@@ -85,6 +91,12 @@ class Ticket:
                       lease_until=float(lease) if lease else None,
                       result=json.loads(f["result"]) if f.get("result") else None, owner=d.get("owner"),
                       reason=f.get("reason") or None)
+
+
+def match_pool(match_id: str) -> str | None:
+    """The pool a match id names (``<pool>.<rest>``, as the matchmaker makes them), or None."""
+    m = _MATCH_POOL.match(match_id)
+    return m.group(1) if m else None
 
 
 @dataclass
@@ -158,6 +170,55 @@ class Backfill:
                         assigned=json.loads(f["assigned"]) if f.get("assigned") else [[] for _ in teams],
                         tickets=json.loads(f["tickets"]) if f.get("tickets") else [],
                         filled_at=float(f["filled_at"]) if f.get("filled_at") else None, owner=d.get("owner"))
+@dataclass
+class MatchRecord:
+    """What the match log needs of one committed match, kept for ``MGMATCH_MATCH_RETENTION_S`` (at most
+    ``MGMATCH_MATCH_MAX_COUNT`` per pool, oldest dropped first) so the game server can post its result.
+
+    ``teams`` holds the spec players (§1) as the solver saw them when the match was formed (features,
+    skill, roles, ``waited_s``, ``party`` …); ``owners`` the client identities of its tickets (who may
+    post the result when authentication is on); ``time`` is stamped by the store's clock at commit.
+    ``result`` is ``{"engagement": x, "players": {id: x}?}`` once posted; ``result_at`` when.
+    """
+
+    match_id: str
+    pool: str
+    teams: list[list[dict[str, Any]]]
+    method: str | None = None
+    arm: str | None = None
+    model_version: str | None = None
+    objective: float | None = None
+    owners: list[str] = field(default_factory=list)
+    time: float = 0.0
+    result: dict[str, Any] | None = None
+    result_at: float | None = None
+
+    def record_json(self) -> str:
+        """The immutable part, as stored (time and result are stored beside it)."""
+        return json.dumps({"match_id": self.match_id, "pool": self.pool, "teams": self.teams, "method": self.method,
+                           "arm": self.arm, "model_version": self.model_version, "objective": self.objective,
+                           "owners": self.owners}, allow_nan=False)  # not asdict: it deep-copies every feature
+
+    @staticmethod
+    def from_fields(f: dict[str, str]) -> MatchRecord:
+        """A record from its stored fields: ``record`` (JSON), ``time``, and ``result``/``result_at`` when posted."""
+        d = json.loads(f["record"])
+        return MatchRecord(**d, time=float(f["time"]), result=json.loads(f["result"]) if f.get("result") else None,
+                           result_at=float(f["result_at"]) if f.get("result_at") else None)
+
+    def player_ids(self) -> set[str]:
+        return {p["id"] for team in self.teams for p in team}
+
+    def log_line(self) -> dict[str, Any]:
+        """The match as one ``mgmatch-matchlog/v1`` line (spec §5); needs a result. A player's own
+        engagement, when the game server sent one, is the optional player field ``engagement``."""
+        if self.result is None:
+            raise ValueError(f"match {self.match_id} has no result")
+        per_player = self.result.get("players") or {}
+        teams = [[{**p, "engagement": per_player[p["id"]]} if p["id"] in per_player else dict(p) for p in team]
+                 for team in self.teams]
+        return {"format": "mgmatch-matchlog/v1", "match_id": self.match_id, "time": self.time, "teams": teams,
+                "engagement": self.result["engagement"]}
 
 
 class Conflict(Exception):
@@ -218,8 +279,9 @@ class Store(ABC):
 
     @abstractmethod
     def commit(self, pool: str, match_id: str, selected: list[str], unselected: list[str],
-               result: MatchResult) -> bool:
-        """Selected → matched, unselected → queued, all or nothing; False (and all proposed returned) on conflict."""
+               result: MatchResult, record: MatchRecord | None = None) -> bool:
+        """Selected → matched, unselected → queued, all or nothing; False (and all proposed returned) on conflict.
+        With ``record``, the match's record is kept in the same atomic step (see :class:`MatchRecord`)."""
 
     @abstractmethod
     def release(self, pool: str, match_id: str, ticket_ids: list[str]) -> int:
@@ -240,6 +302,45 @@ class Store(ABC):
         """Fence a claim for a runner taking it over: every ticket still proposed by ``claim_id`` (or by
         an earlier takeover of it, ``<claim_id>.<token>``) is re-stamped ``new_id`` with a fresh lease.
         A runner still holding an older id then fails to commit or release them. Returns tickets taken."""
+
+    # ------------------------------------------------------------------ match records (results, match log)
+    # A commit given a MatchRecord keeps it (atomically with the commit); it lasts the store's match
+    # retention and the pool keeps at most its max count of them, oldest dropped first.
+
+    @abstractmethod
+    def get_match(self, pool: str, match_id: str) -> MatchRecord | None:
+        """The record of a committed match of ``pool`` (None: unknown, or past its retention)."""
+
+    @abstractmethod
+    def put_match_result(self, pool: str, match_id: str, result: dict[str, Any]) -> tuple[MatchRecord | None, bool]:
+        """Keep the match's result unless it has one: (the record with the result it now holds, True when this
+        call stored it). (None, False) for an unknown or expired match. The first result stays."""
+
+    @abstractmethod
+    def match_index(self, pool: str, min_time: float, limit: int) -> list[tuple[str, float]]:
+        """Up to ``limit`` (match id, time) of the pool's records with time ≥ ``min_time``, oldest first."""
+
+    @abstractmethod
+    def get_matches(self, pool: str, match_ids: list[str]) -> list[MatchRecord | None]:
+        """Records by id, in order (None where unknown or expired), in one round trip."""
+
+    def iter_matches(self, pool: str, since: float | None = None, batch: int = 500) -> Iterator[MatchRecord]:
+        """Every record of the pool with time ≥ ``since``, oldest first, read ``batch`` at a time (a record
+        trimmed or expired meanwhile is skipped)."""
+        low = float("-inf") if since is None else since
+        seen_at_low: set[str] = set()
+        while True:
+            page = [(mid, t) for mid, t in self.match_index(pool, low, batch + len(seen_at_low))
+                    if not (t == low and mid in seen_at_low)][:batch]
+            if not page:
+                return
+            for rec in self.get_matches(pool, [mid for mid, _ in page]):
+                if rec is not None:
+                    yield rec
+            last = page[-1][1]
+            if last != low:
+                low, seen_at_low = last, set()
+            seen_at_low |= {mid for mid, t in page if t == last}
 
     # The API's hot path is async: a store that talks to a server over the network overrides these
     # with native asyncio calls (no thread hop per request); an in-process store answers directly.

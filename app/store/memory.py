@@ -5,6 +5,7 @@ Times come from this process's clock (``time.time()``); there is no other clock 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import deque
@@ -13,13 +14,27 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from .base import RETENTION_S, Backfill, Conflict, MatchResult, Store, Ticket
+from .base import (
+    MATCH_MAX_COUNT,
+    MATCH_RETENTION_S,
+    RETENTION_S,
+    Backfill,
+    Conflict,
+    MatchRecord,
+    MatchResult,
+    Store,
+    Ticket,
+)
 
 
 class MemoryStore(Store):
     """Everything in one process, behind one lock. The embedded default."""
 
-    def __init__(self, max_events: int = 10_000):
+    def __init__(self, max_events: int = 10_000, match_retention_s: float = MATCH_RETENTION_S,
+                 match_max_count: int = MATCH_MAX_COUNT):
+        self.match_retention_s, self.match_max_count = float(match_retention_s), int(match_max_count)
+        self._matches: dict[tuple[str, str], MatchRecord] = {}  # (pool, match id) → record
+        self._match_index: dict[str, SortedList] = {}  # pool → (time, match id), oldest first
         self._t: dict[str, Ticket] = {}
         self._idem: dict[tuple[str, str], tuple[str, float]] = {}
         # per pool, the queued tickets as (created_at, id), FIFO, and as (expires_at, id) for the reaper:
@@ -147,7 +162,7 @@ class MemoryStore(Store):
         self._enqueue(t)
 
     def commit(self, pool: str, match_id: str, selected: list[str], unselected: list[str],
-               result: MatchResult) -> bool:
+               result: MatchResult, record: MatchRecord | None = None) -> bool:
         with self._lock:
             mine = [tid for tid in selected + unselected
                     if (t := self._t.get(tid)) is not None and t.status == "proposed" and t.match_id == match_id]
@@ -167,6 +182,8 @@ class MemoryStore(Store):
                 t = self._t.get(tid)
                 if t is not None and t.status == "proposed" and t.match_id == match_id:
                     self._requeue(pool, t)
+            if record is not None:
+                self._keep_match(pool, record)
             return True
 
     def release(self, pool: str, match_id: str, ticket_ids: list[str]) -> int:
@@ -301,3 +318,52 @@ class MemoryStore(Store):
                 for bid in [k for k, b in self._backfills.items() if b.expires_at + RETENTION_S < now]:
                     self._open_bf.get(self._backfills.pop(bid).pool, set()).discard(bid)
         return n
+    # ------------------------------------------------------------------ match records
+
+    def _keep_match(self, pool: str, record: MatchRecord) -> None:
+        """Store a committed match's record (a copy, stamped now) and trim the pool's records by age and count."""
+        now = time.time()
+        rec = MatchRecord(**{**record.__dict__, "pool": pool, "time": now, "result": None, "result_at": None})
+        index = self._match_index.setdefault(pool, SortedList())
+        old = self._matches.pop((pool, rec.match_id), None)
+        if old is not None:
+            index.discard((old.time, old.match_id))
+        self._matches[(pool, rec.match_id)] = rec
+        index.add((now, rec.match_id))
+        while index and (len(index) > self.match_max_count or index[0][0] < now - self.match_retention_s):
+            _, mid = index.pop(0)
+            self._matches.pop((pool, mid), None)
+
+    def _live_match(self, pool: str, match_id: str) -> MatchRecord | None:
+        rec = self._matches.get((pool, match_id))
+        if rec is None or rec.time < time.time() - self.match_retention_s:
+            return None
+        return rec
+
+    def get_match(self, pool: str, match_id: str) -> MatchRecord | None:
+        with self._lock:
+            rec = self._live_match(pool, match_id)
+            return None if rec is None else MatchRecord(**rec.__dict__)
+
+    def put_match_result(self, pool: str, match_id: str, result: dict[str, Any]) -> tuple[MatchRecord | None, bool]:
+        with self._lock:
+            rec = self._live_match(pool, match_id)
+            if rec is None:
+                return None, False
+            fresh = rec.result is None
+            if fresh:
+                rec.result, rec.result_at = json.loads(json.dumps(result, allow_nan=False)), time.time()
+            return MatchRecord(**rec.__dict__), fresh
+
+    def match_index(self, pool: str, min_time: float, limit: int) -> list[tuple[str, float]]:
+        with self._lock:
+            index = self._match_index.get(pool)
+            if not index or limit <= 0:
+                return []
+            low = max(min_time, time.time() - self.match_retention_s)
+            return [(mid, t) for t, mid in islice(index.irange((low, "")), limit)]
+
+    def get_matches(self, pool: str, match_ids: list[str]) -> list[MatchRecord | None]:
+        with self._lock:
+            return [None if (r := self._live_match(pool, mid)) is None else MatchRecord(**r.__dict__)
+                    for mid in match_ids]

@@ -46,7 +46,18 @@ from ..keys import (
     TICKET_RETENTION_S,
     Keys,
 )
-from .base import Backfill, Conflict, MatchResult, Store, StoreUnavailable, Ticket, pool_of
+from .base import (
+    MATCH_MAX_COUNT,
+    MATCH_RETENTION_S,
+    Backfill,
+    Conflict,
+    MatchRecord,
+    MatchResult,
+    Store,
+    StoreUnavailable,
+    Ticket,
+    pool_of,
+)
 
 log = logging.getLogger("mgmatch.store")
 
@@ -77,7 +88,8 @@ def _lua(name: str) -> str:
 
 
 SCRIPTS = ("create", "claim", "commit", "release", "takeover", "cancel", "expire_ticket", "release_crashed", "reap",
-           "heartbeat", "alive", "backfill_create", "backfill_cancel", "backfill_fill", "backfill_reap")
+           "heartbeat", "alive", "backfill_create", "backfill_cancel", "backfill_fill", "backfill_reap",
+           "match_result")
 _SOURCES = {name: _lua(name) for name in SCRIPTS}
 
 
@@ -126,7 +138,9 @@ def _guard_public(cls):
 class RedisStore(Store):
     """Production store. Thread-safe (redis-py pools connections)."""
 
-    def __init__(self, client: redis.Redis, prefix: str = "mgm", url: str | None = None):
+    def __init__(self, client: redis.Redis, prefix: str = "mgm", url: str | None = None,
+                 match_retention_s: float = MATCH_RETENTION_S, match_max_count: int = MATCH_MAX_COUNT):
+        self.match_retention_s, self.match_max_count = float(match_retention_s), int(match_max_count)
         self.r = client
         self.keys = Keys(prefix)
         # the API's async hot path gets its own asyncio client per event loop (built lazily from the URL)
@@ -136,10 +150,12 @@ class RedisStore(Store):
         self._groups: set[tuple[str, str]] = set()
 
     @staticmethod
-    def from_url(url: str, prefix: str = "mgm") -> RedisStore:
+    def from_url(url: str, prefix: str = "mgm", match_retention_s: float = MATCH_RETENTION_S,
+                 match_max_count: int = MATCH_MAX_COUNT) -> RedisStore:
         retry = Retry(_backoff(), _RETRIES)
         client = redis.Redis.from_url(url, retry=retry, **_CLIENT_OPTIONS)
-        return RedisStore(client, prefix, url=url)
+        return RedisStore(client, prefix, url=url, match_retention_s=match_retention_s,
+                          match_max_count=match_max_count)
 
     def _async(self) -> tuple[aioredis.Redis, dict[str, Any]] | None:
         """The asyncio client and scripts of the running loop (None: no URL, use threads)."""
@@ -340,11 +356,16 @@ class RedisStore(Store):
         return bool(self._s["claim"](keys=keys, args=[match_id, self._duration(lease_until), *ticket_ids]))
 
     def commit(self, pool: str, match_id: str, selected: list[str], unselected: list[str],
-               result: MatchResult) -> bool:
+               result: MatchResult, record: MatchRecord | None = None) -> bool:
         keys = [*self._ended_keys(pool), *(self.keys.ticket(pool, t) for t in selected),
                 *(self.keys.ticket(pool, t) for t in unselected)]
         results = [json.dumps(result.for_ticket(t)) for t in selected]
-        return bool(self._s["commit"](keys=keys, args=[match_id, len(selected), *results, EVENTS_MAXLEN]))
+        args = [match_id, len(selected), *results, EVENTS_MAXLEN]
+        if record is not None:
+            keys += [self.keys.match(pool, record.match_id), self.keys.matches(pool)]
+            args += [record.record_json(), repr(self.match_retention_s), self.match_max_count, record.match_id,
+                     self.keys.match(pool, "")]
+        return bool(self._s["commit"](keys=keys, args=args))
 
     def release(self, pool: str, match_id: str, ticket_ids: list[str]) -> int:
         if not ticket_ids:
@@ -618,3 +639,32 @@ class RedisStore(Store):
         """Expire open backfills past their TTL at Redis TIME (``now`` is ignored)."""
         return int(self._s["backfill_reap"](keys=[self.keys.backfills(pool)],
                                             args=[self.keys.backfill(pool, ""), _REAP_BATCH]))
+    # ------------------------------------------------------------------ match records
+
+    def get_match(self, pool: str, match_id: str) -> MatchRecord | None:
+        f = self.r.hgetall(self.keys.match(pool, match_id))
+        return MatchRecord.from_fields(f) if f.get("record") else None
+
+    def put_match_result(self, pool: str, match_id: str, result: dict[str, Any]) -> tuple[MatchRecord | None, bool]:
+        out = self._s["match_result"](keys=[self.keys.match(pool, match_id)],
+                                      args=[json.dumps(result, allow_nan=False)])
+        if not out or not out[1]:
+            return None, False
+        stored, record, at, res, res_at = (list(out) + [None] * 5)[:5]
+        fields = {"record": record, "time": at, "result": res or "", "result_at": res_at or ""}
+        return MatchRecord.from_fields(fields), bool(int(stored))
+
+    def match_index(self, pool: str, min_time: float, limit: int) -> list[tuple[str, float]]:
+        if limit <= 0:
+            return []
+        low = "-inf" if min_time == float("-inf") else repr(float(min_time))
+        rows = self.r.zrangebyscore(self.keys.matches(pool), low, "+inf", start=0, num=limit, withscores=True)
+        return [(mid, float(score)) for mid, score in rows]
+
+    def get_matches(self, pool: str, match_ids: list[str]) -> list[MatchRecord | None]:
+        if not match_ids:
+            return []
+        pipe = self.r.pipeline(transaction=False)
+        for mid in match_ids:
+            pipe.hgetall(self.keys.match(pool, mid))
+        return [MatchRecord.from_fields(f) if f.get("record") else None for f in pipe.execute()]

@@ -109,7 +109,7 @@ def test_solver_killed_mid_match_is_taken_over_by_another(tmp_path, redis_url):
         tickets = [rt.store.get(t) for t in ids]
         matches = _assert_no_double_booking(tickets)
         # the dead worker's job, finished by the new one under its fenced claim id '<claim>.<token>'
-        assert len(matches) == 1 and next(iter(matches)).startswith(f"{claim_id}.")
+        assert len(matches) == 1 and next(iter(matches)).startswith(f"small.{claim_id}.")
         poll(lambda: rt.store.jobs_lag("small") == 0, timeout=10)
     finally:
         solver.send_signal(signal.SIGTERM)
@@ -142,7 +142,7 @@ def test_slow_runner_overtaken_by_a_takeover_cannot_commit(tmp_path, redis_url):
     assert [rt.store.get(t).status for t in ids] == ["proposed"] * 6  # still B's, not requeued by A
     assert rt.runner.run(dataclasses.replace(job, claim_id=fenced)) == 1
     matches = _assert_no_double_booking([rt.store.get(t) for t in ids])
-    assert next(iter(matches)).startswith(fenced + "-0-")
+    assert next(iter(matches)).startswith(f"small.{fenced}-0-")
 
 
 def test_lease_expiry_returns_a_dead_workers_tickets_to_the_queue(tmp_path, redis_url):
@@ -158,7 +158,7 @@ def test_lease_expiry_returns_a_dead_workers_tickets_to_the_queue(tmp_path, redi
     mm = Matchmaker(rt.pools["small"], rt.store, rt.runner, rt.experiments)
     assert mm.tick() == 1
     matches = _assert_no_double_booking([rt.store.get(t) for t in ids])
-    assert len(matches) == 1 and not next(iter(matches)).startswith(claim_id)
+    assert len(matches) == 1 and not next(iter(matches)).startswith(f"small.{claim_id}")
 
 
 def test_production_topology_api_matchmaker_two_solvers_one_killed(tmp_path, redis_url, live):
