@@ -78,8 +78,8 @@ def test_backfill_filled_from_the_queue_end_to_end(tmp_path, live, store, reques
         assert c.get(f"/v1/backfills/{other['id']}").json()["status"] == "cancelled"
         assert c.get(f"/v1/tickets/{late.json()['id']}").json()["status"] == "queued"
         # expired
+        c.delete(f"/v1/tickets/{late.json()['id']}")  # first: nothing queued could fill the short one
         short = c.post("/v1/backfills", json=_body(match_id="game-9", ttl_s=0.2, open=[0, 1])).json()
-        c.delete(f"/v1/tickets/{late.json()['id']}")
         time.sleep(0.4)
         assert c.get(f"/v1/backfills/{short['id']}").json()["status"] == "expired"
         assert c.delete(f"/v1/backfills/{short['id']}").status_code == 409
