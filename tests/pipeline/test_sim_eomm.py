@@ -44,3 +44,5 @@ def test_cli_validates_and_writes_json(tmp_path):
     assert err.value.code == 0
     doc = json.loads(out.read_text())
     assert set(METHODS) <= set(doc["pools"]["10"])
+    timing = doc["pools"]["10"]["eomm_pairing_ms"]
+    assert 0 < timing["p50"] <= timing["p95"] <= timing["max"] and doc["wall_s"] > 0
