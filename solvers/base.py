@@ -19,26 +19,66 @@ from mgmatch.core.solution import Solution
 
 @dataclass(frozen=True)
 class Budget:
-    """A wall-clock budget. ``time_limit_ms=None`` means no limit."""
+    """A wall-clock budget on the ``time.perf_counter()`` clock. ``time_limit_ms=None`` means no limit.
+
+    Solvers read it only through these helpers (no hand-written ms ↔ s conversions):
+    :meth:`deadline` (the absolute instant it runs out), :meth:`remaining` (seconds left),
+    :meth:`expired`, :meth:`elapsed_ms` (for the Solution's ``solve_ms``), :meth:`share` (a
+    sub-budget holding a fraction of what is left, e.g. for one phase of a solve) and
+    :meth:`or_default` (a limit for methods that never run unbounded).
+    """
 
     time_limit_ms: float | None = None
     start: float = 0.0
 
     @staticmethod
     def of(time_limit_ms: float | None) -> Budget:
+        """A budget of ``time_limit_ms`` starting now."""
         return Budget(time_limit_ms, time.perf_counter())
 
-    def elapsed_ms(self) -> float:
-        return (time.perf_counter() - self.start) * 1e3
+    @property
+    def unlimited(self) -> bool:
+        return self.time_limit_ms is None
+
+    def elapsed_ms(self, now: float | None = None) -> float:
+        """Milliseconds since the budget started."""
+        return ((time.perf_counter() if now is None else now) - self.start) * 1e3
+
+    def deadline(self, default_ms: float | None = None) -> float | None:
+        """The ``perf_counter()`` instant the budget runs out.
+
+        Args:
+            default_ms: The limit to assume when the budget has none (``None``: no deadline).
+        """
+        limit_ms = self.time_limit_ms if self.time_limit_ms is not None else default_ms
+        return None if limit_ms is None else self.start + limit_ms / 1e3
+
+    def remaining(self, now: float | None = None) -> float | None:
+        """Seconds left (≥ 0), or ``None`` without a limit."""
+        end = self.deadline()
+        if end is None:
+            return None
+        return max(0.0, end - (time.perf_counter() if now is None else now))
 
     def left_s(self) -> float | None:
-        if self.time_limit_ms is None:
-            return None
-        return max(0.0, self.time_limit_ms / 1e3 - (time.perf_counter() - self.start))
+        """Seconds left (≥ 0), or ``None`` without a limit (same as :meth:`remaining`)."""
+        return self.remaining()
 
-    def expired(self) -> bool:
-        left = self.left_s()
+    def expired(self, now: float | None = None) -> bool:
+        left = self.remaining(now)
         return left is not None and left <= 0.0
+
+    def share(self, fraction: float, now: float | None = None) -> Budget:
+        """A budget starting ``now`` that holds ``fraction`` (0–1) of the time left; unlimited stays unlimited."""
+        if not 0.0 <= fraction <= 1.0:
+            raise ValueError(f"a budget share is a fraction in [0, 1], got {fraction!r}")
+        now = time.perf_counter() if now is None else now
+        left = self.remaining(now)
+        return Budget(None if left is None else left * fraction * 1e3, now)
+
+    def or_default(self, default_ms: float) -> Budget:
+        """This budget, or one of ``default_ms`` from the same start when it has no limit."""
+        return self if self.time_limit_ms is not None else Budget(default_ms, self.start)
 
 
 class Solver(Protocol):

@@ -45,15 +45,6 @@ RESERVE_S = 0.004
 SCORE_RESERVE_S = 0.005
 
 
-def _deadline(budget: Budget, default_ms: float | None) -> float | None:
-    """Absolute perf_counter deadline from a budget (``default_ms`` when it has no limit)."""
-    if budget.time_limit_ms is not None:
-        return budget.start + budget.time_limit_ms / 1e3
-    if default_ms is not None:
-        return budget.start + default_ms / 1e3
-    return None
-
-
 # =========================================================================== random
 
 
@@ -159,7 +150,7 @@ class RandomSolver:
         self.max_samples = max_samples
 
     def solve(self, problem: Problem, budget: Budget) -> Solution:
-        deadline = _deadline(budget, self.default_time_limit_ms)
+        deadline = budget.deadline(self.default_time_limit_ms)
         rng = np.random.default_rng(self.seed)
         sampler = _Sampler(problem)
         best, best_obj, n_samples, n_feasible = None, -math.inf, 0, 0
@@ -199,7 +190,7 @@ class RandomSolver:
 # =========================================================================== optmatch
 
 
-def _integer_row(row: Row, max_denominator: int = 10**6) -> tuple[list[int], int, str]:
+def integer_row(row: Row, max_denominator: int = 10**6) -> tuple[list[int], int, str]:
     """Scale a row to integer coefficients: exact when the coefficients are rationals with small
     denominators, otherwise rounded at 1e-6 with the right-hand side rounded the safe way."""
     coefs = [Fraction(float(c)).limit_denominator(max_denominator) for c in row.coefs]
@@ -241,7 +232,7 @@ def _build_cpsat(problem: Problem):
     v = [m.NewBoolVar(f"v{k}") for k in range(compiled.n_vars)]
 
     def add_row(row: Row):
-        coefs, rhs, sense = _integer_row(row)
+        coefs, rhs, sense = integer_row(row)
         pairs = [(v[int(k)], c) for c, k in zip(coefs, row.vars.tolist(), strict=True) if c != 0]
         if not pairs:  # an empty row: constant activity 0
             ok = (sense == "<=" and 0 <= rhs) or (sense == ">=" and 0 >= rhs) or (sense == "==" and rhs == 0)
@@ -318,7 +309,7 @@ class OptMatchSolver:
     def solve(self, problem: Problem, budget: Budget) -> Solution:
         from ortools.sat.python import cp_model
 
-        deadline = _deadline(budget, self.default_time_limit_ms)
+        deadline = budget.deadline(self.default_time_limit_ms)
         compiled = problem.compiled
         N, D = compiled.n_players, compiled.n_teams
         model, v = _build_cpsat(problem)

@@ -11,9 +11,10 @@ Three parts, each replaceable:
   L-BFGS (scipy) with L2. :data:`DEFAULT_CHURN` was fitted on the synthetic world of
   :mod:`mgmatch.pipeline.sim_eomm` (seed 0).
 - Pairing (1v1 pools): weight c(s_i, s_j) + c(s_j, s_i) by Eq. 7, minimum-weight perfect matching
-  with networkx's blossom algorithm. The graph is pruned exactly first: the assignment relaxation
-  (scipy) gives dual values y, and an edge whose reduced cost w_ij − y_i − y_j exceeds the gap of a
-  known perfect matching cannot be in any better one.
+  with rustworkx's blossom algorithm (Rust). The graph is pruned exactly first: the assignment
+  relaxation (scipy) gives dual values y, and an edge whose reduced cost w_ij − y_i − y_j exceeds
+  the gap of a known perfect matching cannot be in any better one; the blossom then runs on the
+  reduced costs (same optimum, far fewer dual steps). A 300-player pool is paired in tens of ms.
 
 Spec instances (``mgmatch solve --method eomm``): the player's ``skill`` is the rating μ; optional
 extra player fields ``sigma`` (rating uncertainty), ``recent`` (last outcomes, most recent first,
@@ -30,8 +31,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import networkx as nx
 import numpy as np
+import rustworkx as rx
 from scipy.optimize import linear_sum_assignment, minimize
 from scipy.special import expit, ndtr, ndtri
 
@@ -188,10 +189,71 @@ def pair_weights(mu: np.ndarray, var: np.ndarray, churn: np.ndarray, outcome: Ou
     return (W + W.T) / 2
 
 
-def min_weight_perfect_matching(W: np.ndarray) -> list[tuple[int, int]]:
+#: integer weights for the blossom: the span of the float weights is scaled to 2**48 steps, so a
+#: matching of N/2 edges is off the float optimum by at most N/2 · span / 2**49 (rustworkx's
+#: blossom takes integer weights only and computes in 128-bit integers)
+WEIGHT_STEPS = 2**48
+
+
+def blossom(n: int, a: np.ndarray, b: np.ndarray, w: np.ndarray) -> list[tuple[int, int]]:
+    """Minimum-weight maximum-cardinality matching of the graph on nodes 0..n−1 with edges (a, b, w).
+
+    rustworkx's blossom (Edmonds, O(n³), in Rust) maximizes integer weights, so the float
+    weights are flipped and scaled to integers (:data:`WEIGHT_STEPS`). Among the matchings of
+    most edges it returns one of least total weight; pairs come as ``(low, high)``, sorted.
+    """
+    G = rx.PyGraph(node_count_hint=n, edge_count_hint=len(a))
+    G.add_nodes_from(range(n))
+    if len(a):
+        w = np.asarray(w, dtype=np.float64)
+        hi, span = float(w.max()), float(np.ptp(w))
+        iw = np.rint((hi - w) * (WEIGHT_STEPS / span if span > 0 else 0.0)).astype(np.int64) + 1
+        G.add_edges_from(list(zip(np.asarray(a).tolist(), np.asarray(b).tolist(), iw.tolist(), strict=True)))
+    M = rx.max_weight_matching(G, max_cardinality=True, weight_fn=int)
+    return sorted((min(x, y), max(x, y)) for x, y in M)
+
+
+def matching_duals(W: np.ndarray) -> np.ndarray:
+    """Dual values y with y_i + y_j ≤ W_ij for all i ≠ j, optimal for the fractional matching LP.
+
+    From the assignment relaxation (scipy's ``linear_sum_assignment`` on W with a forbidding
+    diagonal): the assignment duals u, v (u_i + v_j ≤ C_ij, tight on the assignment) come from
+    shortest-path potentials of its residual graph, and y = (u + v) / 2. Σ y is a lower bound on
+    every perfect matching.
+    """
+    n = len(W)
+    C = W.copy()
+    np.fill_diagonal(C, np.abs(W).max() * 4 * n + 1.0)
+    R = C - C.min(1, keepdims=True)  # row and column reduction: same assignment, fewer scipy steps
+    _, s = linear_sum_assignment(R - R.min(0, keepdims=True))
+    Wt = C[:, s].T - C[np.arange(n), s][:, None]  # Wt[k, i] = C[i, s(k)] − C[k, s(k)]
+    d = np.zeros(n)
+    for _ in range(n + 1):
+        nd = np.minimum(d, (d[:, None] + Wt).min(0))
+        if np.array_equal(nd, d):
+            break
+        d = nd
+    v = np.empty(n)
+    v[s] = C[np.arange(n), s] - d
+    return (d + v) / 2
+
+
+def min_weight_perfect_matching(W: np.ndarray, stats: dict | None = None) -> list[tuple[int, int]]:
     """Minimum-weight perfect matching of the complete graph with weights W (N even).
 
-    networkx's blossom algorithm on a graph pruned exactly with assignment duals (see module doc).
+    Exact. The assignment relaxation gives duals y (:func:`matching_duals`) and the bound
+    Σ y; an edge's reduced cost w_ij − y_i − y_j ≥ 0 is the least that any perfect matching using
+    it exceeds the bound by, so edges whose reduced cost exceeds the gap of a known perfect
+    matching are dropped. The blossom (:func:`blossom`) runs on the reduced costs of the kept
+    edges — the same optimum, since every perfect matching's reduced costs sum to its weight
+    minus Σ y, and with most reduced costs near 0 the blossom starts close to its optimal duals
+    (≈ 20× faster than on the raw weights at N = 300; ``mgmatch bench eomm``).
+
+    Args:
+        W: Symmetric [N, N] pair weights.
+        stats: When given, filled with ``duals_ms`` (assignment relaxation and its duals),
+            ``blossom_ms`` (pruning and every blossom call), ``blossom_calls`` and ``edges`` (kept by the
+            pruning in the last call).
     """
     W = np.asarray(W, dtype=float)
     n = len(W)
@@ -202,44 +264,31 @@ def min_weight_perfect_matching(W: np.ndarray) -> list[tuple[int, int]]:
     iu, ju = np.triu_indices(n, 1)
     w = W[iu, ju]
     if n <= 16:
-        return _nx_match(iu, ju, w, n)
-    C = W.copy()
-    np.fill_diagonal(C, np.abs(W).max() * 4 * n + 1.0)
-    _, s = linear_sum_assignment(C)
-    # assignment duals u, v (u_i + v_j ≤ C_ij, tight on the assignment): shortest-path potentials
-    Wt = C[:, s].T - C[np.arange(n), s][:, None]  # Wt[k, i] = C[i, s(k)] − C[k, s(k)]
-    d = np.zeros(n)
-    for _ in range(n + 1):
-        nd = np.minimum(d, (d[:, None] + Wt).min(0))
-        if np.array_equal(nd, d):
-            break
-        d = nd
-    v = np.empty(n)
-    v[s] = C[np.arange(n), s] - d
-    y = (d + v) / 2  # feasible for the fractional matching LP: y_i + y_j ≤ W_ij
+        return blossom(n, iu, ju, w)
+    t0 = time.perf_counter()
+    y = matching_duals(W)
+    t1 = time.perf_counter()
     lb = y.sum()
     rc = w - y[iu] - y[ju]
     tol = 1e-9 * max(1.0, abs(lb))
-    tau = float(np.partition(rc, min(len(rc) - 1, 6 * n))[min(len(rc) - 1, 6 * n)])
+    k = min(len(rc) - 1, 6 * n)
+    tau = float(np.partition(rc, k)[k])
+    calls = 0
     while True:
         sel = rc <= tau + tol
-        pairs = _nx_match(iu[sel], ju[sel], w[sel], n)
+        pairs = blossom(n, iu[sel], ju[sel], rc[sel])
+        calls += 1
         if len(pairs) == n // 2:
             cost = float(sum(W[a, b] for a, b in pairs))
             if cost - lb <= tau + tol:
-                return pairs
+                break
             tau = cost - lb
         else:
             tau = 2 * tau + tol
-
-
-def _nx_match(iu, ju, w, n) -> list[tuple[int, int]]:
-    G = nx.Graph()
-    G.add_nodes_from(range(n))
-    big = (float(np.max(w)) if len(w) else 0.0) + 1.0
-    G.add_weighted_edges_from(zip(iu.tolist(), ju.tolist(), (big - w).tolist(), strict=True))
-    M = nx.max_weight_matching(G, maxcardinality=True)
-    return sorted((min(a, b), max(a, b)) for a, b in M)
+    if stats is not None:
+        stats.update(duals_ms=(t1 - t0) * 1e3, blossom_ms=(time.perf_counter() - t1) * 1e3, blossom_calls=calls,
+                     edges=int(sel.sum()))
+    return pairs
 
 
 def eomm_pairs(skill: Sequence[float], sigma: Sequence[float] | None = None,
@@ -326,12 +375,10 @@ class EOMMSolver:
         self.seed, self.restarts, self.churn, self.outcome = seed, restarts, churn, outcome
 
     def solve(self, problem: Problem, budget: Budget) -> Solution:
-        t0 = time.perf_counter()
         inst = problem.instance
         obj = churn_objective(problem, self.churn, self.outcome)
         best = None
         if inst.sizes == (1, 1):
-            # one 1v1 match: every ordered pair, scored and checked at once
             # one 1v1 match: the churn change of every ordered pair in closed form, then the
             # checker on candidates in order of value until the first feasible one
             mu, var, H, gpd = player_states(inst.players)
@@ -356,7 +403,7 @@ class EOMMSolver:
                     break
         else:
             best, _ = SwapSearch(problem, obj, seed=self.seed, restarts=self.restarts).run(budget)
-        ms = (time.perf_counter() - t0) * 1e3
+        ms = budget.elapsed_ms()
         if best is None:
             return problem.solution(None, "no_solution", self.name, ms)
         return problem.solution(best, "feasible", self.name, ms)

@@ -7,8 +7,6 @@ found as ``feasible`` (with SCIP's dual bound as ``bound``) or ``no_solution``.
 
 from __future__ import annotations
 
-import time
-
 from mgmatch.core.problem import Problem
 from mgmatch.core.solution import Solution
 
@@ -29,11 +27,6 @@ ENUMERATE_MAX_ASSIGNMENTS = 25_000
 SOLVE_MARGIN_S = 0.008
 
 
-def _deadline(budget: Budget) -> float | None:
-    left = budget.left_s()
-    return None if left is None else time.perf_counter() + left
-
-
 @register("scip", "big-M MIP of the engagement network solved by SCIP (optimal, or best found within the time limit)")
 class ScipSolver:
     """SCIP on the big-M MIP. ``last_stats`` holds the model sizes and SCIP's result of the last solve."""
@@ -48,7 +41,7 @@ class ScipSolver:
         method = method or self.name
         mip = MipModel.build(problem.compiled, checker=problem.checker, settings=self.settings)
         mip.add_engagement_objective(problem)
-        left = budget.left_s()
+        left = budget.remaining()
         if left is not None and left <= 0.0:
             self.last_stats = dict(mip.stats, status="no_time")
             return problem.solution(None, "no_solution", method, budget.elapsed_ms())
@@ -78,7 +71,7 @@ class EnumerateSolver:
 
     def solve(self, problem: Problem, budget: Budget, method: str | None = None) -> Solution:
         method = method or self.name
-        res = best_assignment(problem, _deadline(budget))
+        res = best_assignment(problem, budget.deadline())
         self.last_stats = {"examined": res.examined, "feasible": res.feasible, "complete": res.complete}
         ms = budget.elapsed_ms()
         if res.complete:

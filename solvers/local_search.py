@@ -15,7 +15,6 @@ once, improved by the best swap between matches (each match re-split by brute fo
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Callable, Sequence
 from math import comb
 
@@ -177,7 +176,7 @@ class SwapSearch:
 
     def run(self, budget: Budget) -> tuple[np.ndarray | None, float]:
         best, best_obj = None, -np.inf
-        limit = self.restarts if self.restarts is not None else (None if budget.time_limit_ms else 8)
+        limit = self.restarts if self.restarts is not None else (8 if budget.unlimited else None)
         r = 0
         while limit is None or r < limit:
             if r > 0 and budget.expired():
@@ -215,14 +214,13 @@ class LocalSearchSolver:
         self.seed, self.objective, self.restarts, self.weights = seed, objective, restarts, weights
 
     def solve(self, problem: Problem, budget: Budget) -> Solution:
-        t0 = time.perf_counter()
         if self.objective == "engagement":
             obj = problem.objectives
         else:
             obj = awesomenauts_objective(problem, weights=self.weights)
         search = SwapSearch(problem, obj, seed=self.seed, restarts=self.restarts)
         best, _ = search.run(budget)
-        ms = (time.perf_counter() - t0) * 1e3
+        ms = budget.elapsed_ms()
         if best is None:
             return problem.solution(None, "no_solution", self.name, ms)
         return problem.solution(best, "feasible", self.name, ms)
@@ -331,7 +329,7 @@ def batch_rounds(players: Sequence[Player], team_size: int, teams: int = 2, budg
             match_of[order[lo + g * m: lo + (g + 1) * m]] = g
         return match_of
 
-    limit = restarts if restarts is not None else (None if budget.time_limit_ms else 3)
+    limit = restarts if restarts is not None else (3 if budget.unlimited else None)
     best, best_score, r = None, -np.inf, 0
     while limit is None or r < limit:
         match_of, sc = descend(start(r))

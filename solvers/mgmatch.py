@@ -142,23 +142,20 @@ class MGMatchSolver:
         return np.clip(p, 0.0, 1.0)
 
     def solve(self, problem: Problem, budget: Budget) -> Solution:
-        limit_ms = budget.time_limit_ms if budget.time_limit_ms is not None else self.default_time_limit_ms
-        deadline = budget.start + limit_ms / 1e3
+        budget = budget.or_default(self.default_time_limit_ms)
+        deadline = budget.deadline()
         version = getattr(self.predictor, "version", None)
         stats: dict = {"predictor": version}
-
-        def left() -> float:
-            return deadline - time.perf_counter()
 
         def answer(team_of, status) -> Solution:
             return problem.solution(team_of, status, self.name, budget.elapsed_ms(), stats=stats)
 
-        if left() <= 0:
+        if budget.expired():
             return answer(None, "no_solution")
         t0 = time.perf_counter()
         p = self._predict(problem)
         stats["predict_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
-        if left() <= FINISH_RESERVE_S:
+        if budget.remaining() <= FINISH_RESERVE_S:
             return answer(None, "no_solution")
 
         # greedy rounding: a free candidate and the warm start when it is feasible
@@ -210,8 +207,7 @@ class MGMatchSolver:
         # the true search follows (all of it otherwise)
         t2 = time.perf_counter()
         searching = self.search and mip is not None
-        polish_stop = time.perf_counter() + left() * self.polish_share if searching else stop
-        polish_stop = min(polish_stop, stop)
+        polish_stop = min(budget.share(self.polish_share).deadline(), stop) if searching else stop
         pace = 0.0  # seconds per polish round, the longest seen
         polished, moves = 0, 0
         for k in order:
@@ -231,7 +227,7 @@ class MGMatchSolver:
         # Predict-and-Search on the true objective, from the best polished assignment;
         # time is kept back to polish what it finds unless it proves the optimum
         t3 = time.perf_counter()
-        reserve = max(left() * FINAL_POLISH_SHARE, 2 * pace)
+        reserve = max(budget.remaining() * FINAL_POLISH_SHARE, 2 * pace)
         found = true_search(problem, mip, p, best, best_obj, stop=stop - reserve,
                             fraction=self.tr_fraction, delta=self.tr_delta, margin_s=SCIP_MARGIN_S)
         stats.update(found.stats)

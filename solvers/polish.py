@@ -43,7 +43,7 @@ class PolishResult:
     round_s: float = 0.0  # the longest round seen (seconds): callers budget further calls with it
 
 
-def _moves(team_of: np.ndarray, units: list[np.ndarray]) -> np.ndarray:
+def candidate_moves(team_of: np.ndarray, units: list[np.ndarray]) -> np.ndarray:
     """All candidate neighbours of ``team_of`` as a batch [M, N]."""
     t = np.asarray(team_of)
     N = t.shape[0]
@@ -120,7 +120,7 @@ def polish(problem: Problem, team_of: np.ndarray, deadline: float | None = None,
         if deadline is not None and time.perf_counter() + pace > deadline:
             break
         t_round = time.perf_counter()
-        cand = _moves(cur, units)
+        cand = candidate_moves(cur, units)
         if cand.shape[0] == 0:
             return result(True)
         vals = problem.objectives(cand)

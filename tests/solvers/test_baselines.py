@@ -13,7 +13,7 @@ from mgmatch.core.presets import generate_instances, resolve_model
 from mgmatch.core.problem import Problem
 from mgmatch.core.solution import team_of_from_teams
 from mgmatch.solvers.base import Budget, get_solver
-from mgmatch.solvers.baselines import OptMatchSolver, RandomSolver, _integer_row
+from mgmatch.solvers.baselines import OptMatchSolver, RandomSolver, integer_row
 
 
 def problems(preset: str, count: int, seed: int) -> list[Problem]:
@@ -85,7 +85,7 @@ def test_optmatch_proves_infeasibility():
 
 def test_integer_scaling_is_exact_for_rational_rows():
     row = Row(np.array([0, 1, 2]), np.array([1 / 3, -2 / 3, 0.5]), "<=", 1.25, 0, "t")
-    coefs, rhs, sense = _integer_row(row)
+    coefs, rhs, sense = integer_row(row)
     scale = coefs[2] / 0.5
     assert sense == "<="
     assert all(abs(c - s * scale) < 1e-9 for c, s in zip(coefs, (1 / 3, -2 / 3, 0.5), strict=True))

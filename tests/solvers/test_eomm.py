@@ -17,7 +17,9 @@ from mgmatch.solvers.eomm import (
     DEFAULT_CHURN,
     ChurnTable,
     OutcomeModel,
+    blossom,
     eomm_pairs,
+    matching_duals,
     min_weight_perfect_matching,
     pair_weights,
 )
@@ -87,6 +89,61 @@ def test_pruned_matching_equals_plain_blossom_on_larger_pools():
     pairs = min_weight_perfect_matching(W)
     assert len(pairs) == n // 2
     assert cost(W, pairs) == pytest.approx(cost(W, ref), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_blossom_matches_networkx_on_random_sparse_graphs(seed):
+    # rustworkx (integer-scaled weights) against networkx's float blossom: the same number of
+    # pairs and the same least total weight among the matchings with most pairs
+    import networkx as nx
+
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(5, 25))
+    iu, ju = np.triu_indices(n, 1)
+    keep = rng.random(len(iu)) < rng.uniform(0.15, 0.6)
+    a, b = iu[keep], ju[keep]
+    w = rng.uniform(-3, 5, len(a))
+    pairs = blossom(n, a, b, w)
+    weight = {(int(x), int(y)): float(v) for x, y, v in zip(a, b, w, strict=True)}
+    G = nx.Graph()
+    G.add_nodes_from(range(n))
+    G.add_weighted_edges_from((x, y, 10.0 - v) for (x, y), v in weight.items())
+    ref = nx.max_weight_matching(G, maxcardinality=True)
+    assert len({i for p in pairs for i in p}) == 2 * len(pairs)
+    assert all(p in weight for p in pairs)
+    assert len(pairs) == len(ref)
+    assert sum(weight[p] for p in pairs) == pytest.approx(sum(weight[(min(x, y), max(x, y))] for x, y in ref),
+                                                          abs=1e-9)
+
+
+@pytest.mark.parametrize("n", [18, 30, 64])
+def test_pruned_matching_equals_networkx_on_eomm_weights(n):
+    # the pruned, reduced-cost blossom against networkx on the whole complete graph
+    import networkx as nx
+
+    rng = np.random.default_rng(n)
+    mu = rng.normal(25, 5, n)
+    H = np.where(rng.random((n, 10)) < 0.5, -1.0, 1.0)
+    W = pair_weights(mu, rng.uniform(0.5, 3, n) ** 2, DEFAULT_CHURN.predict(H, rng.lognormal(0, 1, n)),
+                     OutcomeModel())
+    for sign in (1, -1):  # EOMM's minimum and the simulation's WorstMM (maximum)
+        G2 = nx.Graph()
+        G2.add_weighted_edges_from((a, b, -sign * W[a, b]) for a, b in itertools.combinations(range(n), 2))
+        ref = nx.max_weight_matching(G2, maxcardinality=True)
+        pairs = min_weight_perfect_matching(sign * W)
+        assert sorted(i for p in pairs for i in p) == list(range(n))
+        assert cost(W, pairs) == pytest.approx(cost(W, ref), abs=1e-9)
+
+
+def test_matching_duals_bound_every_edge_and_pairing():
+    rng = np.random.default_rng(7)
+    n = 10
+    W = rng.uniform(0, 1, (n, n))
+    W = (W + W.T) / 2
+    y = matching_duals(W)
+    iu, ju = np.triu_indices(n, 1)
+    assert (W[iu, ju] - y[iu] - y[ju] >= -1e-12).all()
+    assert y.sum() <= brute_min(W) + 1e-12
 
 
 def neighbour_pairing(mu):

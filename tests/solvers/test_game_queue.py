@@ -14,7 +14,7 @@ from mgmatch.core.errors import InvalidInput
 from mgmatch.core.instance import Player
 from mgmatch.solvers.dispatch import PoolShape, Waiting, make_policy
 from mgmatch.solvers.game_queue import GameQueue, Params, best_split, d_p, imbalance, partition, v_q
-from mgmatch.solvers.game_queue_roles import RoleGameQueue, RolePlayer, exhaustive_role_game, role_game_approx
+from mgmatch.solvers.game_queue.roles import RoleGameQueue, RolePlayer, exhaustive_role_game, role_game_approx
 
 INF = math.inf
 

@@ -15,7 +15,7 @@ from mgmatch.core.solution import team_of_from_teams
 from mgmatch.solvers.base import Budget, get_solver
 from mgmatch.solvers.mgmatch import MGMatchSolver, Predictor, round_prediction
 from mgmatch.solvers.mip import MipModel
-from mgmatch.solvers.polish import _moves, polish
+from mgmatch.solvers.polish import candidate_moves, polish
 
 # seed 3: the first instances of 3v3 are small enough to enumerate in milliseconds
 SEED = 3
@@ -174,7 +174,7 @@ def test_polish_never_worsens_and_stays_feasible():
         assert res.objective >= pr.objective(t0) - 1e-12
         assert res.objective == pytest.approx(pr.objective(res.team_of))
         if res.local_optimum:  # no feasible neighbour is better (best improvement stopped correctly)
-            cand = _moves(res.team_of, [])
+            cand = candidate_moves(res.team_of, [])
             ok = pr.checker.feasible(cand)
             if ok.any():
                 assert pr.objectives(cand[ok]).max() <= res.objective + 1e-4

@@ -31,7 +31,7 @@ from sortedcontainers import SortedList
 
 from mgmatch.core.errors import InvalidInput
 
-from .game_queue import Game, Params, d_p, split_masks, v_q
+from .imbalance import Game, Params, d_p, split_masks, v_q
 
 
 @dataclass(frozen=True)
