@@ -527,17 +527,24 @@ def joint_local_search(problem: Problem, T: np.ndarray, objs: np.ndarray, deadli
 # --------------------------------------------------------------------------- joint: per-match search
 
 
-def match_search(problem: Problem, T: np.ndarray, m: int, p: np.ndarray, obj: float, stop: float) -> np.ndarray | None:
+def match_search(problem: Problem, T: np.ndarray, m: int, p: np.ndarray, obj: float, stop: float,
+                 stats: dict | None = None) -> np.ndarray | None:
     """Stage 4: the engagement MIP of match m with the other matches' players fixed out, from T[m]; a better
-    match, or None."""
+    match, or None. ``stats["mip_build_s"]`` keeps the longest model build seen (the caller starts no search
+    that could not finish building)."""
     if stop - time.perf_counter() <= SCIP_MARGIN_S * 2:
         return None
+    t0 = time.perf_counter()
     mip = MipModel.build(problem.compiled, checker=problem.checker, fast=True)
     others = ((T >= 0).any(0)) & (T[m] < 0)
     for i in np.flatnonzero(others):
         for j in range(problem.instance.teams):
             mip.model.chgVarUb(mip.x[i, j], 0.0)
     found = true_search(problem, mip, p, T[m], obj, stop=stop, fraction=0.0, margin_s=SCIP_MARGIN_S)
+    if stats is not None:
+        build_s = time.perf_counter() - t0 - found.stats.get("search_ms", 0.0) / 1e3 + found.stats.get(
+            "search_build_ms", 0.0) / 1e3
+        stats["mip_build_s"] = max(stats.get("mip_build_s", 0.0), build_s)
     if found.team_of is None or found.objective is None or found.objective <= obj + MIN_GAIN:
         return None
     if ((found.team_of >= 0) & others).any():  # pragma: no cover - the bounds forbid it
@@ -593,9 +600,9 @@ def solve_joint(problem: Problem, matches: int, budget: Budget, seed: int = 0) -
     order = rng.permutation(T.shape[0])
     for n, m in enumerate(order.tolist()):
         share = (stop - time.perf_counter()) / (len(order) - n)
-        if share <= SCIP_MARGIN_S * 3:
-            break
-        got = match_search(problem, T, m, p[m], float(objs[m]), time.perf_counter() + share)
+        if share <= SCIP_MARGIN_S * 3 + 2 * stats.get("mip_build_s", 0.0):
+            continue
+        got = match_search(problem, T, m, p[m], float(objs[m]), time.perf_counter() + share, stats)
         if got is not None:
             T[m] = got
             objs[m] = problem.objective(got)
