@@ -59,10 +59,15 @@ from .pas import true_search
 
 #: per-match budget when the caller gives none (the matchmaker's default time_budget_ms)
 DEFAULT_MATCH_MS = 100.0
-#: share of the budget by which the joint surrogate MIP must be done
-SEED_SHARE = 0.3
-#: share of the budget by which matches the joint MIP did not find must have been added one at a time
-GREEDY_SHARE = 0.6
+#: share of the budget by which the one-match-at-a-time seed should be done (a match that found nothing
+#: in its share may go on until AUGMENT_SHARE)
+GREEDY_SHARE = 0.3
+#: ... the re-splitting of matches into two (when the seed has fewer than M)
+AUGMENT_SHARE = 0.5
+#: ... the joint surrogate MIP over all M match indices (when still fewer than M)
+SEED_SHARE = 0.65
+#: relative gap at which a seed's surrogate MIP stops (its objective only guides the seed)
+GREEDY_GAP = 0.01
 #: weight of the skill closeness to the anchor block in the per-match scores (gradient scaled to [0, 1])
 CLOSENESS_WEIGHT = 1.0
 #: time kept for building the answer, seconds
@@ -256,8 +261,9 @@ def match_scores(problem: Problem, M: int) -> np.ndarray:
     return (G + CLOSENESS_WEIGHT * np.stack(close)) / (1.0 + CLOSENESS_WEIGHT)
 
 
-def _block_model(problem: Problem, p: np.ndarray) -> tuple[Model, list[MipModel]]:
-    """The joint surrogate MIP: one copy of the compiled rules per match index (stage 2)."""
+def _block_model(problem: Problem, p: np.ndarray, allowed: np.ndarray | None = None) -> tuple[Model, list[MipModel]]:
+    """The joint surrogate MIP: one copy of the compiled rules per match index (stage 2); only the players
+    ``allowed`` (a mask [N]; None: all) may be placed."""
     comp = problem.compiled
     M = p.shape[0]
     m = Model("mgmatch-batch")
@@ -283,8 +289,15 @@ def _block_model(problem: Problem, p: np.ndarray) -> tuple[Model, list[MipModel]
             blk._add_logical(lr.cond, lr.then)
         blocks.append(blk)
     for i in range(N):  # a player is in at most one match
+        if allowed is not None and not allowed[i]:
+            for blk in blocks:
+                for j in range(D):
+                    m.chgVarUb(blk.x[i, j], 0.0)
+            continue
         m.addCons(quicksum(blk.x[i, j] for blk in blocks for j in range(D)) <= 1)
     s = problem.instance.skills()
+    if allowed is not None:
+        s = np.where(allowed, s, 0.0)
     if np.isfinite(s).all() and M > 1:  # symmetry: matches ordered by total skill
         tot = [quicksum(float(s[i]) * blk.x[i, j] for i in range(N) for j in range(D)) for blk in blocks]
         for b in range(M - 1):
@@ -343,35 +356,76 @@ def joint_seed(problem: Problem, p: np.ndarray, stop: float, stats: dict,
     return None, False
 
 
-def greedy_seed(problem: Problem, p: np.ndarray, stop: float, base: np.ndarray | None = None) -> np.ndarray | None:
-    """Complete a partition one match at a time: the surrogate MIP with p[k] as objective and the players
-    of the matches so far fixed out (one model, re-solved), until M matches, a failure or ``stop``."""
-    N, D = problem.instance.n, problem.instance.teams
-    rows = [] if base is None else list(base)
-    if len(rows) >= p.shape[0] or stop - time.perf_counter() <= SCIP_MARGIN_S * 2:
-        return np.stack(rows) if rows else None
+def greedy_seed(problem: Problem, p: np.ndarray, stop: float, hard_stop: float | None = None) -> np.ndarray | None:
+    """One match at a time: the surrogate MIP with p[k] as objective and the players of the matches so far
+    fixed out (one model, re-solved), until M matches, a failure or ``stop``. Each match gets an equal
+    share of the time left (SCIP stops within :data:`GREEDY_GAP` of its bound); one that found nothing
+    in its share goes on until ``hard_stop``."""
+    D = problem.instance.teams
+    rows: list[np.ndarray] = []
+    if stop - time.perf_counter() <= SCIP_MARGIN_S * 2:
+        return None
+    hard_stop = stop if hard_stop is None else max(stop, hard_stop)
     mip = MipModel.build(problem.compiled, checker=problem.checker, fast=True)
-    fixed = np.zeros(N, dtype=bool)
-    solved = False
-    for k in range(len(rows), p.shape[0]):
+    mip.model.setParam("limits/gap", GREEDY_GAP)
+    for k in range(p.shape[0]):
         left = stop - time.perf_counter() - SCIP_MARGIN_S
         if left <= 0:
             break
-        if solved:
+        if k:
             mip.model.freeTransform()
-        solved = True
-        used = (np.stack(rows) >= 0).any(0) if rows else np.zeros(N, dtype=bool)
-        for i in np.flatnonzero(used & ~fixed):
-            for j in range(D):
-                mip.model.chgVarUb(mip.x[i, j], 0.0)
-        fixed |= used
+            for i in np.flatnonzero(rows[-1] >= 0):
+                for j in range(D):
+                    mip.model.chgVarUb(mip.x[i, j], 0.0)
         mip.set_linear_objective(p[k])
+        t0 = time.perf_counter()
         mip.set_time_limit(left / (p.shape[0] - k))
         res = mip.solve()
+        more = hard_stop - time.perf_counter() - SCIP_MARGIN_S
+        if res.team_of is None and res.status == "timelimit" and more > 0:
+            mip.set_time_limit(time.perf_counter() - t0 + more)  # SCIP's clock runs on across the calls
+            res = mip.solve()
         if res.team_of is None:
             break
         rows.append(res.team_of)
     return np.stack(rows) if rows else None
+
+
+def augment(problem: Problem, T: np.ndarray | None, p: np.ndarray, stop: float, stats: dict) -> np.ndarray | None:
+    """Add matches to a partition with fewer than M: for each match in turn, its players and the unmatched
+    ones are re-split into TWO matches by the joint MIP (two blocks, everyone else fixed out); a success
+    adds a match. Repeats until M matches, no match can be split, or ``stop``."""
+    M = p.shape[0]
+    if T is None:
+        return None
+    tries = 0
+    while T.shape[0] < M and time.perf_counter() < stop:
+        free = ~(T >= 0).any(0)
+        grown = False
+        for m in np.argsort([problem.objective(t) for t in T]).tolist():  # the weakest match first
+            left = stop - time.perf_counter() - SCIP_MARGIN_S
+            if left <= SCIP_MARGIN_S:
+                break
+            allowed = free | (T[m] >= 0)
+            k = T.shape[0]
+            pair = np.stack([p[m], p[k]])
+            model, blocks = _block_model(problem, pair, allowed)
+            model.setParam("limits/time", max(0.001, min(left, (stop - time.perf_counter()) / 2)))
+            model.optimize()
+            tries += 1
+            for sol in model.getSols()[:5]:
+                two = _read_blocks(model, blocks, sol)
+                if problem.checker.feasible(two).all() and not (two[:, ~allowed] >= 0).any() \
+                        and ((two >= 0).sum(0) <= 1).all():
+                    T = np.concatenate([np.delete(T, m, axis=0), two])
+                    grown = True
+                    break
+            if grown:
+                break
+        if not grown:
+            break
+    stats["augment_tries"] = tries
+    return T
 
 
 # --------------------------------------------------------------------------- joint: local search
@@ -572,15 +626,19 @@ def solve_joint(problem: Problem, matches: int, budget: Budget, seed: int = 0) -
     _ = problem.embeddings, problem.compiled, problem.checker
     t0 = time.perf_counter()
     p = match_scores(problem, M)
-    # seed: the joint surrogate MIP; when it found fewer than M matches (or none) in its share, matches are
-    # added one at a time on the same scores from the players it left
-    T, proven_none = joint_seed(problem, p, t0 + (stop - t0) * SEED_SHARE, stats)
-    stats["seed"] = "joint" if T is not None else "none"
-    if not proven_none and (T is None or T.shape[0] < M):
-        got = greedy_seed(problem, p, t0 + (stop - t0) * GREEDY_SHARE, T)
-        if got is not None and (T is None or got.shape[0] > T.shape[0]):
-            stats["seed"] = "greedy" if T is None else "joint+greedy"
-            T = got
+    # seed: one match at a time on the per-match scores; fewer than M matches → re-split a match and the
+    # unmatched into two (augment); still fewer → the joint MIP over all M match indices
+    T = greedy_seed(problem, p, t0 + (stop - t0) * GREEDY_SHARE, t0 + (stop - t0) * AUGMENT_SHARE)
+    stats["greedy_matches"] = 0 if T is None else int(T.shape[0])
+    stats["seed"] = "greedy"
+    if T is not None and T.shape[0] < M:
+        T = augment(problem, T, p, t0 + (stop - t0) * AUGMENT_SHARE, stats)
+        stats["seed"] = "greedy+augment"
+    proven_none = False
+    if T is None or T.shape[0] < M:
+        J, proven_none = joint_seed(problem, p, t0 + (stop - t0) * SEED_SHARE, stats)
+        if J is not None and (T is None or J.shape[0] > T.shape[0]):
+            T, stats["seed"] = J, "joint-mip"
     stats["seed_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
     if T is None:
         return answer(None, [], "infeasible" if proven_none else "no_solution")
