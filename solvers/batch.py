@@ -12,22 +12,27 @@ gives M one-at-a-time solves):
    is the engagement gradient at that anchor (the first-order gain of adding i to team j of a
    match like block b, as the ``surrogate`` method's p but at the block's team sums) plus the
    player's closeness in skill to the block; scaled to [0, 1] over all matches.
-2. **Joint surrogate MIP** (SCIP): one copy of the compiled rules per match index (a block
-   model, every auxiliary variable per match: a match has its own host region, skill window,
-   role slots), ``Σ_m Σ_j x[m, i, j] ≤ 1`` per player, objective ``Σ_m Σ_ij p[m, i, j]·x[m, i, j]``.
-   Symmetry between match indices is broken by ordering the matches on their total skill
-   (``Σ_i s_i·x[m, i, ·]`` non-increasing in m). When SCIP proves M matches impossible it tries
-   M − 1; when it finds nothing in its share of the time, a one-match-at-a-time surrogate seed
-   is used instead.
+2. **Seed** (SCIP on the compiled rules, the scores as a linear objective). Match k is the
+   surrogate MIP with p[k], the players of matches 0..k−1 fixed out (:func:`greedy_seed`). When
+   that leaves fewer than M matches, :func:`augment` re-splits one match and the unmatched
+   players into TWO matches (a two-block joint MIP, everyone else fixed out), weakest match first.
+   Still fewer: the joint surrogate MIP over all M match indices (:func:`joint_seed`: one copy of
+   the compiled rules per match, every auxiliary per match, so each match has its own host region,
+   skill window and role slots; ``Σ_m Σ_j x[m, i, j] ≤ 1`` per player; objective
+   ``Σ_m Σ_ij p[m, i, j]·x[m, i, j]``; symmetry between match indices broken by ordering the
+   matches on total skill). Measured: under load the M-block MIP often finds nothing in its share
+   on tight 3v3 pools where seed + augment find all M, so it is the last resort.
 3. **Joint local search on the true objective** (Awesomenauts: best single swap between matches
    until none improves): moves are team swaps inside a match, swaps with an unmatched candidate,
    swaps of two players of DIFFERENT matches, and swaps of whole parties of the same size (inside
    a match, between matches, with the unmatched). Every candidate is scored exactly
    (``Problem.objectives``, the sum over the one or two matches it changes), improving ones are
-   checked by the checker best first, and the best feasible one is applied.
+   checked by the checker best first; a round applies the best feasible move and then the next
+   best ones that touch other matches and players (their gains add up exactly).
 4. **Per-match engagement-MIP search** (:func:`mgmatch.solvers.pas.true_search`) with the
-   other matches' players fixed out, the match with the most room first, each from the current
-   match as warm start and cutoff; every improvement is followed by local search again.
+   other matches' players fixed out, matches in a seeded random order, an equal share of the time
+   left each, warm-started with the current match and cut off at its value; local search again
+   after every improvement.
 
 :func:`solve_sequential` is the baseline the matchmaker ran before: solve one match with a
 registered method, remove its players, repeat, each solve with ``budget / M``.
@@ -57,6 +62,10 @@ from .base import Budget, make_solver
 from .mip import MipModel, apply_settings
 from .pas import true_search
 
+#: ``prefer_joint``: joint when a match has at least this many players ...
+AUTO_LARGE_MATCH = 12
+#: ... or the candidates are at most this many times the players the matches need
+AUTO_TIGHTNESS = 1.3
 #: per-match budget when the caller gives none (the matchmaker's default time_budget_ms)
 DEFAULT_MATCH_MS = 100.0
 #: share of the budget by which the one-match-at-a-time seed should be done (a match that found nothing
@@ -103,6 +112,20 @@ class BatchResult:
         return [problem.solution(t, "feasible", self.method, self.time_ms,
                                  stats={**self.stats, "batch_index": k, "batch_matches": len(self.matches)})
                 for k, t in enumerate(self.matches)]
+
+
+def prefer_joint(match_size: int, candidates: int, matches: int) -> bool:
+    """The ``auto`` rule of a pool's ``partition``: is the joint solve the better one for this job?
+
+    Joint when there is room for at least 2 matches and either a match has at least
+    :data:`AUTO_LARGE_MATCH` players or the pool is tight (at most :data:`AUTO_TIGHTNESS` × the
+    players the matches need). Measured with ``mgmatch bench batch`` (README, "Several matches from
+    one pool"): joint formed more matches and more total engagement there; on loose small-match pools
+    the two were even.
+    """
+    if matches < 2:
+        return False
+    return match_size >= AUTO_LARGE_MATCH or candidates <= AUTO_TIGHTNESS * matches * match_size
 
 
 def room(instance: Instance, matches: int) -> int:
