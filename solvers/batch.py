@@ -52,6 +52,7 @@ import numpy as np
 from pyscipopt import Model, quicksum
 
 from mgmatch.core.compiler import parties
+from mgmatch.core.engagement import engagement_gradient
 from mgmatch.core.errors import InvalidInput
 from mgmatch.core.instance import Instance
 from mgmatch.core.problem import Problem
@@ -73,8 +74,12 @@ DEFAULT_MATCH_MS = 100.0
 GREEDY_SHARE = 0.3
 #: ... the re-splitting of matches into two (when the seed has fewer than M)
 AUGMENT_SHARE = 0.5
+#: ... the same on the pool-wide scores (when still fewer than M)
+RETRY_SHARE = 0.65
 #: ... the joint surrogate MIP over all M match indices (when still fewer than M)
-SEED_SHARE = 0.65
+SEED_SHARE = 0.75
+#: ... the first match of the seed when none was found sooner (no match at all would be the worst answer)
+FIRST_MATCH_SHARE = 0.85
 #: relative gap at which a seed's surrogate MIP stops (its objective only guides the seed)
 GREEDY_GAP = 0.01
 #: weight of the skill closeness to the anchor block in the per-match scores (gradient scaled to [0, 1])
@@ -284,6 +289,14 @@ def match_scores(problem: Problem, M: int) -> np.ndarray:
     return (G + CLOSENESS_WEIGHT * np.stack(close)) / (1.0 + CLOSENESS_WEIGHT)
 
 
+def pool_scores(problem: Problem) -> np.ndarray:
+    """p [N, D]: the engagement gradient at the uniform assignment over the whole pool, scaled to [0, 1]
+    (the ``surrogate`` method's scores, which the sequential path solves with)."""
+    g = engagement_gradient(problem.model, problem.embeddings, problem.instance.sizes)
+    lo, hi = float(g.min()), float(g.max())
+    return (g - lo) / (hi - lo) if hi > lo else np.full_like(g, 0.5)
+
+
 def _block_model(problem: Problem, p: np.ndarray, allowed: np.ndarray | None = None) -> tuple[Model, list[MipModel]]:
     """The joint surrogate MIP: one copy of the compiled rules per match index (stage 2); only the players
     ``allowed`` (a mask [N]; None: all) may be placed."""
@@ -379,11 +392,13 @@ def joint_seed(problem: Problem, p: np.ndarray, stop: float, stats: dict,
     return None, False
 
 
-def greedy_seed(problem: Problem, p: np.ndarray, stop: float, hard_stop: float | None = None) -> np.ndarray | None:
+def greedy_seed(problem: Problem, p: np.ndarray, stop: float, hard_stop: float | None = None,
+                first_stop: float | None = None, stats: dict | None = None) -> np.ndarray | None:
     """One match at a time: the surrogate MIP with p[k] as objective and the players of the matches so far
     fixed out (one model, re-solved), until M matches, a failure or ``stop``. Each match gets an equal
     share of the time left (SCIP stops within :data:`GREEDY_GAP` of its bound); one that found nothing
-    in its share goes on until ``hard_stop``."""
+    in its share goes on until ``hard_stop`` (the first match until ``first_stop``: without it there is
+    no answer at all)."""
     D = problem.instance.teams
     rows: list[np.ndarray] = []
     if stop - time.perf_counter() <= SCIP_MARGIN_S * 2:
@@ -404,43 +419,47 @@ def greedy_seed(problem: Problem, p: np.ndarray, stop: float, hard_stop: float |
         t0 = time.perf_counter()
         mip.set_time_limit(left / (p.shape[0] - k))
         res = mip.solve()
-        more = hard_stop - time.perf_counter() - SCIP_MARGIN_S
+        more = (hard_stop if k or first_stop is None else max(hard_stop, first_stop)) - time.perf_counter() - SCIP_MARGIN_S
         if res.team_of is None and res.status == "timelimit" and more > 0:
             mip.set_time_limit(time.perf_counter() - t0 + more)  # SCIP's clock runs on across the calls
             res = mip.solve()
         if res.team_of is None:
+            if stats is not None:
+                stats["greedy_status"] = res.status  # "infeasible" for the first match: no match exists
             break
         rows.append(res.team_of)
     return np.stack(rows) if rows else None
 
 
 def augment(problem: Problem, T: np.ndarray | None, p: np.ndarray, stop: float, stats: dict) -> np.ndarray | None:
-    """Add matches to a partition with fewer than M: for each match in turn, its players and the unmatched
-    ones are re-split into TWO matches by the joint MIP (two blocks, everyone else fixed out); a success
-    adds a match. Repeats until M matches, no match can be split, or ``stop``."""
+    """Add matches to a partition with fewer than M: the players of r of its matches (r = 1, then 2; the
+    weakest matches first) and the unmatched ones are re-split into r + 1 matches by the joint MIP (r + 1
+    blocks, everyone else fixed out); a success adds a match. Repeats until M matches, no re-split works,
+    or ``stop``."""
     M = p.shape[0]
     if T is None:
         return None
     tries = 0
     while T.shape[0] < M and time.perf_counter() < stop:
         free = ~(T >= 0).any(0)
+        weak = np.argsort([problem.objective(t) for t in T]).tolist()
+        combos = [(m,) for m in weak] + [(a, b) for x, a in enumerate(weak) for b in weak[x + 1:]]
         grown = False
-        for m in np.argsort([problem.objective(t) for t in T]).tolist():  # the weakest match first
+        for C in combos:
             left = stop - time.perf_counter() - SCIP_MARGIN_S
             if left <= SCIP_MARGIN_S:
                 break
-            allowed = free | (T[m] >= 0)
-            k = T.shape[0]
-            pair = np.stack([p[m], p[k]])
-            model, blocks = _block_model(problem, pair, allowed)
+            allowed = free | (T[list(C)] >= 0).any(0)
+            rows = np.stack([p[c] for c in C] + [p[T.shape[0]]])
+            model, blocks = _block_model(problem, rows, allowed)
             model.setParam("limits/time", max(0.001, min(left, (stop - time.perf_counter()) / 2)))
             model.optimize()
             tries += 1
             for sol in model.getSols()[:5]:
-                two = _read_blocks(model, blocks, sol)
-                if problem.checker.feasible(two).all() and not (two[:, ~allowed] >= 0).any() \
-                        and ((two >= 0).sum(0) <= 1).all():
-                    T = np.concatenate([np.delete(T, m, axis=0), two])
+                new = _read_blocks(model, blocks, sol)
+                if problem.checker.feasible(new).all() and not (new[:, ~allowed] >= 0).any() \
+                        and ((new >= 0).sum(0) <= 1).all():
+                    T = np.concatenate([np.delete(T, list(C), axis=0), new])
                     grown = True
                     break
             if grown:
@@ -649,18 +668,28 @@ def solve_joint(problem: Problem, matches: int, budget: Budget, seed: int = 0) -
     _ = problem.embeddings, problem.compiled, problem.checker
     t0 = time.perf_counter()
     p = match_scores(problem, M)
-    # seed: one match at a time on the per-match scores; fewer than M matches → re-split a match and the
-    # unmatched into two (augment); still fewer → the joint MIP over all M match indices
-    T = greedy_seed(problem, p, t0 + (stop - t0) * GREEDY_SHARE, t0 + (stop - t0) * AUGMENT_SHARE)
+    # seed: one match at a time on the per-match scores; fewer than M matches → re-split matches and the
+    # unmatched (augment); still fewer → the same again on the pool-wide scores (the sequential path's
+    # choice of players), then the joint MIP over all M match indices
+    span = stop - t0
+    T = greedy_seed(problem, p, t0 + span * GREEDY_SHARE, t0 + span * AUGMENT_SHARE,
+                    t0 + span * FIRST_MATCH_SHARE, stats)
     stats["greedy_matches"] = 0 if T is None else int(T.shape[0])
     stats["seed"] = "greedy"
     if T is not None and T.shape[0] < M:
-        T = augment(problem, T, p, t0 + (stop - t0) * AUGMENT_SHARE, stats)
+        T = augment(problem, T, p, t0 + span * AUGMENT_SHARE, stats)
         stats["seed"] = "greedy+augment"
-    proven_none = False
-    if T is None or T.shape[0] < M:
-        J, proven_none = joint_seed(problem, p, t0 + (stop - t0) * SEED_SHARE, stats)
-        if J is not None and (T is None or J.shape[0] > T.shape[0]):
+    if T is not None and T.shape[0] < M:
+        flat = np.repeat(pool_scores(problem)[None], M, axis=0)
+        U = greedy_seed(problem, flat, t0 + span * RETRY_SHARE)
+        if U is not None and U.shape[0] < M:
+            U = augment(problem, U, flat, t0 + span * RETRY_SHARE, stats)
+        if U is not None and U.shape[0] > T.shape[0]:
+            T, stats["seed"] = U, "pool-scores"
+    proven_none = T is None and stats.get("greedy_status") == "infeasible"
+    if T is not None and T.shape[0] < M:
+        J, _ = joint_seed(problem, p, t0 + span * SEED_SHARE, stats)
+        if J is not None and J.shape[0] > T.shape[0]:
             T, stats["seed"] = J, "joint-mip"
     stats["seed_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
     if T is None:
