@@ -80,6 +80,8 @@ RETRY_SHARE = 0.65
 SEED_SHARE = 0.75
 #: ... the first match of the seed when none was found sooner (no match at all would be the worst answer)
 FIRST_MATCH_SHARE = 0.85
+#: an engagement-MIP build is estimated at this many surrogate-model builds until one was timed
+MIP_BUILD_FACTOR = 5.0
 #: relative gap at which a seed's surrogate MIP stops (its objective only guides the seed)
 GREEDY_GAP = 0.01
 #: weight of the skill closeness to the anchor block in the per-match scores (gradient scaled to [0, 1])
@@ -404,7 +406,10 @@ def greedy_seed(problem: Problem, p: np.ndarray, stop: float, hard_stop: float |
     if stop - time.perf_counter() <= SCIP_MARGIN_S * 2:
         return None
     hard_stop = stop if hard_stop is None else max(stop, hard_stop)
+    tb = time.perf_counter()
     mip = MipModel.build(problem.compiled, checker=problem.checker, fast=True)
+    if stats is not None:
+        stats["greedy_build_s"] = time.perf_counter() - tb
     mip.model.setParam("limits/gap", GREEDY_GAP)
     for k in range(p.shape[0]):
         left = stop - time.perf_counter() - SCIP_MARGIN_S
@@ -565,10 +570,14 @@ def joint_local_search(problem: Problem, T: np.ndarray, objs: np.ndarray, deadli
         m1, R1, m2, R2 = _moves(T, units)
         if m1.size == 0:
             return T, objs, rounds, True
+        if deadline is not None and time.perf_counter() > deadline:
+            return T, objs, rounds, False
         gain = problem.objectives(R1) - objs[m1]
         two = m2 >= 0
         if two.any():
             gain[two] += problem.objectives(R2[two]) - objs[m2[two]]
+        if deadline is not None and time.perf_counter() > deadline:
+            return T, objs, rounds, False
         cand = np.flatnonzero(gain > MIN_GAIN)
         cand = cand[np.argsort(-gain[cand], kind="stable")]
         # the best feasible move, then (same round) the next best feasible ones that touch neither its
@@ -687,7 +696,9 @@ def solve_joint(problem: Problem, matches: int, budget: Budget, seed: int = 0) -
         if U is not None and U.shape[0] > T.shape[0]:
             T, stats["seed"] = U, "pool-scores"
     proven_none = T is None and stats.get("greedy_status") == "infeasible"
-    if T is not None and T.shape[0] < M:
+    # the M-block model costs about M single-match builds: only when that fits twice in its share
+    affordable = t0 + span * SEED_SHARE - time.perf_counter() > 2 * M * stats.get("greedy_build_s", 0.0)
+    if T is not None and T.shape[0] < M and affordable:
         J, _ = joint_seed(problem, p, t0 + span * SEED_SHARE, stats)
         if J is not None and J.shape[0] > T.shape[0]:
             T, stats["seed"] = J, "joint-mip"
@@ -710,7 +721,9 @@ def solve_joint(problem: Problem, matches: int, budget: Budget, seed: int = 0) -
     order = rng.permutation(T.shape[0])
     for n, m in enumerate(order.tolist()):
         share = (stop - time.perf_counter()) / (len(order) - n)
-        if share <= SCIP_MARGIN_S * 3 + 2 * stats.get("mip_build_s", 0.0):
+        # building the engagement MIP costs a few surrogate builds (measured: 3-6 on both presets) until one was timed
+        build = stats.get("mip_build_s", MIP_BUILD_FACTOR * stats.get("greedy_build_s", 0.0))
+        if share <= SCIP_MARGIN_S * 3 + 2 * build:
             continue
         got = match_search(problem, T, m, p[m], float(objs[m]), time.perf_counter() + share, stats)
         if got is not None:
