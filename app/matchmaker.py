@@ -237,19 +237,17 @@ class JobRunner:
                run_token: str) -> tuple[int, list[Ticket]] | None:
         """Several matches from one joint solve (:meth:`Engine.solve_batch`) when the pool's ``partition``
         asks for it and the job has room for ≥ 2 matches: ``joint`` always, ``auto`` where
-        :func:`~mgmatch.solvers.batch.prefer_joint` says the bench measured it better; never under an
-        experiment split per match (every match needs its own arm). Returns (matches committed, tickets
-        left), or None for the one-at-a-time loop (also when a ticket's data fails: the loop names it)."""
+        :func:`~mgmatch.solvers.batch.prefer_joint` says the bench measured it better; never while the pool
+        runs an A/B experiment (the joint solve is model-free: it would replace the arms' methods). Returns
+        (matches committed, tickets left), or None for the one-at-a-time loop (also when a ticket's data
+        fails: the loop names and expires it)."""
         players = sum(len(t.players) for t in remaining)
         M = min(job.max_matches, players // pool.match_size)
-        if M < 2 or pool.partition == "sequential" or (exp is not None and exp.config.key == "match"):
+        if M < 2 or pool.partition == "sequential" or exp is not None:
             return None
         if pool.partition == "auto" and not prefer_joint(pool.match_size, players, M):
             return None
-        arm_cfg = None
-        if exp is not None and job.arm is not None:
-            arm_cfg = next((a for a in exp.config.arms if a.name == job.arm), None)
-        plan = plan_for(pool, arm_cfg)
+        plan = plan_for(pool, None)
         now = time.time()
         try:
             obj, owner = instance_object(pool, remaining, now)
