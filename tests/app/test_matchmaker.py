@@ -178,3 +178,13 @@ def test_a_sequential_pool_solves_one_match_at_a_time(make_rt):
     mm = Matchmaker(rt.pools["small"], rt.store, rt.runner, rt.experiments)
     assert mm.tick() >= 2
     assert engine.joint == [] and engine.single >= 2
+
+
+def test_a_bad_partition_names_the_field():
+    from mgmatch.app.config import parse_config
+    from mgmatch.core.errors import InvalidInput
+
+    with pytest.raises(InvalidInput) as err:
+        parse_config({"pools": [{"name": "x", "team_size": 3, "partition": "together"}]})
+    assert err.value.field == "config.pools[0].partition"
+    assert parse_config({"pools": [{"name": "x", "team_size": 3}]}).pools[0].partition == "auto"
