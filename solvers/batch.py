@@ -72,7 +72,7 @@ DEFAULT_MATCH_MS = 100.0
 #: share of the budget by which the one-match-at-a-time seed should be done (a match that found nothing
 #: in its share may go on until AUGMENT_SHARE)
 GREEDY_SHARE = 0.3
-#: ... the re-splitting of matches into two (when the seed has fewer than M)
+#: ... the re-splitting of one or two matches and the unmatched into one more match (when fewer than M)
 AUGMENT_SHARE = 0.5
 #: ... the same on the pool-wide scores (when still fewer than M)
 RETRY_SHARE = 0.65

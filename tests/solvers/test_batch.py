@@ -15,7 +15,7 @@ from mgmatch.core.problem import Problem
 from mgmatch.core.rules import parse_rule
 from mgmatch.pipeline.bench_batch import pool_instance
 from mgmatch.solvers.base import Budget
-from mgmatch.solvers.batch import joint_local_search, solve_joint, solve_sequential, verify
+from mgmatch.solvers.batch import joint_local_search, prefer_joint, solve_joint, solve_sequential, verify
 
 #: engagement of a 1v1 match with skills a, b: C − |a − b| − 3·max(0, |a − b| − 1.5)
 C = 10.0
@@ -107,3 +107,10 @@ def test_the_number_of_matches_is_capped_by_the_room_in_the_pool():
     seq = solve_sequential(problem, 5, Budget.of(1000.0), method="exact")
     assert len(res.matches) == 2 and len(seq.matches) == 2
     assert res.stats["requested_matches"] == 5
+
+
+def test_auto_picks_joint_on_the_measured_pool_shapes_only():
+    assert not prefer_joint(6, 24, 1)  # one match: nothing to partition
+    assert prefer_joint(6, 24, 4) and prefer_joint(6, 40, 4) and prefer_joint(6, 100, 8)  # measured 3v3 shapes
+    assert prefer_joint(24, 72, 3) and prefer_joint(24, 100, 3)  # 12v12
+    assert not prefer_joint(6, 100, 4)  # 4.2 × the players needed: not measured, one at a time
