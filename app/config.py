@@ -10,6 +10,7 @@ pools:
     method: exact             # any registered solver
     fallback_method: surrogate      # model-free (no network), used when the predictor is down or late
     time_budget_ms: 100
+    partition: auto           # several matches per job: sequential | joint | auto
     dispatch: {policy: immediate, params: {}}
     max_candidates: 48        # ≤ 100 players per solve
 experiments:
@@ -120,6 +121,11 @@ class PoolConfig(_Strict):
     capture: CaptureConfig | None = Field(default=None, description="Record this pool's solves (overrides the "
                                                                       "global capture for this pool).")
     time_budget_ms: float = Field(default=100.0, gt=0, le=60_000)
+    partition: Literal["sequential", "joint", "auto"] = Field(
+        default="auto", description="A job with room for ≥ 2 matches: solved one match after another (each with "
+                                    "time_budget_ms), jointly in one solve (mgmatch.solvers.batch, matches × "
+                                    "time_budget_ms), or auto: joint where `mgmatch bench batch` measured it better "
+                                    "(mgmatch.solvers.batch.prefer_joint).")
     dispatch: DispatchConfig = Field(default_factory=DispatchConfig)
     max_candidates: int = Field(default=HARD_MAX_CANDIDATES, ge=2, le=HARD_MAX_CANDIDATES)
     ticket_ttl_s: float = Field(default=300.0, gt=0, le=86_400)

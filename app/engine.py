@@ -21,6 +21,7 @@ from mgmatch.core.instance import Instance
 from mgmatch.core.problem import Problem
 from mgmatch.core.solution import Solution
 from mgmatch.solvers.base import Budget, make_solver, method_info, methods
+from mgmatch.solvers.batch import solve_joint
 
 from . import metrics
 from .ab import Plan
@@ -30,6 +31,8 @@ log = logging.getLogger("mgmatch.engine")
 
 #: the predictor must answer within this share of the budget, else the solve falls back
 PREDICT_SHARE = 0.5
+#: the method label of the matches of a joint batch solve (:meth:`Engine.solve_batch`)
+BATCH_METHOD = "joint"
 
 
 class _DeadlinePredictor:
@@ -131,6 +134,30 @@ class Engine:
         if self.capture is not None:
             self.capture.offer(pool, instance, sol)
         return sol
+
+
+    def solve_batch(self, instance: Instance, plan: Plan, pool: str, matches: int, seed: int = 0,
+                    start: float | None = None) -> list[Solution]:
+        """Several disjoint matches of one candidate pool in one joint solve (:mod:`mgmatch.solvers.batch`),
+        with ``matches × plan.time_budget_ms`` (what ``matches`` one-at-a-time solves would get). Model-free:
+        the plan's method and predictor are not used; each Solution's method is ``joint``. Empty when
+        no match was found."""
+        t0 = time.perf_counter() if start is None else start
+        arm = plan.arm or metrics.NO_ARM
+        with metrics.stage("encode", pool, BATCH_METHOD, arm):
+            problem = self.problem(instance, plan.engagement_model)
+        enc_ms = round((time.perf_counter() - t0) * 1e3, 3)
+        with metrics.stage("solve", pool, BATCH_METHOD, arm):
+            res = solve_joint(problem, matches, Budget(plan.time_budget_ms * matches, t0), seed=seed)
+        extra: dict[str, Any] = {"arm": plan.arm, "engagement_model": problem.model_name,
+                                 "model_version": self.engagement.version(problem.model_name)}
+        out = []
+        for sol in res.solutions(problem):
+            sol = sol.model_copy(update={**extra, "stats": {"encode_ms": enc_ms, **(sol.stats or {})}})
+            metrics.record_solution(pool, BATCH_METHOD, arm, sol.status, sol.objective, sol.gap)
+            out.append(sol)
+        metrics.STAGE_SECONDS.labels("end_to_end", pool, BATCH_METHOD, arm).observe(time.perf_counter() - t0)
+        return out
 
 
 def seed_of(text: str) -> int:

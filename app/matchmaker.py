@@ -3,7 +3,8 @@
 Every tick: expire and recover (reaper), read the queue, ask the pool's dispatch policy
 (:mod:`mgmatch.solvers.dispatch`) whether and on which tickets to solve, claim those tickets
 atomically (all or none), then run the job: build the instance (parties kept whole, waiting-time
-relaxations applied), solve up to ``max_matches`` matches one after the other, commit each match,
+relaxations applied), solve up to ``max_matches`` matches one after the other (or, per the pool's
+``partition``, all of them in one joint solve: :mod:`mgmatch.solvers.batch`), commit each match,
 return the rest to the queue. Embedded, the job runs in the matchmaker's thread; in production
 it goes on the pool's jobs stream to a solver worker (:mod:`mgmatch.app.workers`).
 """
@@ -22,6 +23,7 @@ from pydantic import ValidationError
 
 from mgmatch.core.errors import InvalidInput, from_pydantic
 from mgmatch.core.instance import Player, parse_instance
+from mgmatch.solvers.batch import prefer_joint
 from mgmatch.solvers.dispatch import PoolShape, Waiting
 from mgmatch.solvers.relax import RelaxConfig, parse_step, relax
 
@@ -171,6 +173,10 @@ class JobRunner:
             steps = tuple(parse_step(s, f"relax_steps[{k}]") for k, s in enumerate(job.relax_steps))
             exp = self.experiments.for_pool(job.pool)
             k = 0
+            joint = self._joint(job, pool, remaining, steps, exp, run_token)
+            if joint is not None:  # the joint solve used the job's room: no one-at-a-time solves after it
+                formed, remaining = joint
+                k = max(1, job.max_matches)
             while k < max(1, job.max_matches):
                 if sum(len(t.players) for t in remaining) < pool.match_size:
                     break
@@ -238,6 +244,59 @@ class JobRunner:
             if back:
                 metrics.TICKET_EVENTS.labels(job.pool, "requeued").inc(back)
         return formed
+
+
+    def _joint(self, job: Job, pool: PoolConfig, remaining: list[Ticket], steps: tuple, exp,
+               run_token: str) -> tuple[int, list[Ticket]] | None:
+        """Several matches from one joint solve (:meth:`Engine.solve_batch`) when the pool's ``partition``
+        asks for it and the job has room for ≥ 2 matches: ``joint`` always, ``auto`` where
+        :func:`~mgmatch.solvers.batch.prefer_joint` says the bench measured it better; never while the pool
+        runs an A/B experiment (the joint solve is model-free: it would replace the arms' methods). Returns
+        (matches committed, tickets left), or None for the one-at-a-time loop (also when a ticket's data
+        fails: the loop names and expires it)."""
+        players = sum(len(t.players) for t in remaining)
+        M = min(job.max_matches, players // pool.match_size)
+        if M < 2 or pool.partition == "sequential" or exp is not None:
+            return None
+        if pool.partition == "auto" and not prefer_joint(pool.match_size, players, M):
+            return None
+        plan = plan_for(pool, None)
+        now = time.time()
+        try:
+            obj, owner = instance_object(pool, remaining, now)
+            inst = parse_instance(obj)
+            if steps:
+                inst = relax(inst, job.waited_s, RelaxConfig(steps, "max"))
+            sols = self.engine.solve_batch(inst, plan, job.pool, M, seed=seed_of(f"{job.claim_id}-0"),
+                                           start=time.perf_counter())
+        except InvalidInput:
+            return None
+        formed = 0
+        for k, sol in enumerate(sols):
+            ok, remaining = self._commit(job, plan, sol, owner, remaining, f"{job.claim_id}-{k}-{run_token}", now)
+            formed += ok
+        return formed, remaining
+
+    def _commit(self, job: Job, plan, sol, owner: dict[str, str], remaining: list[Ticket], match_id: str,
+                now: float) -> tuple[bool, list[Ticket]]:
+        """Commit one match of a joint solve; (committed, the tickets not in it)."""
+        selected = sorted({owner[pid] for team in sol.teams for pid in team})
+        team_of_ticket = {owner[pid]: j for j, team in enumerate(sol.teams) for pid in team}
+        result = MatchResult(match_id=match_id, teams=sol.teams, team_of_ticket=team_of_ticket, region=sol.region,
+                             method=sol.method, arm=plan.arm, model_version=getattr(sol, "model_version", None),
+                             objective=sol.objective, status=sol.status)
+        sel = set(selected)
+        rest = [t for t in remaining if t.id not in sel]
+        if not self.store.commit(job.pool, job.claim_id, selected, [], result):
+            metrics.CLAIM_CONFLICTS.labels(job.pool, "commit").inc()
+            return False, rest
+        method, arm = sol.method or plan.method, plan.arm or metrics.NO_ARM
+        metrics.MATCHES.labels(job.pool, method, arm).inc()
+        metrics.PLAYERS_MATCHED.labels(job.pool, method, arm).inc(sum(len(team) for team in sol.teams))
+        for t in remaining:
+            if t.id in sel:
+                metrics.TICKET_WAIT.labels(job.pool, arm).observe(max(0.0, now - t.created_at))
+        return True, rest
 
 
 class Matchmaker:

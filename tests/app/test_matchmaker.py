@@ -119,3 +119,72 @@ def test_backpressure_stops_claiming_while_the_pools_jobs_wait(redis_url, tmp_pa
     (eid, _), = rt.store.read_jobs("small", "t", count=1, block_ms=None)
     rt.store.ack_job("small", eid)
     assert mm.tick() == 1
+
+
+class CountingEngine:
+    """The runtime's engine, counting one-match and joint solves."""
+
+    def __init__(self, inner):
+        self.inner, self.single, self.joint = inner, 0, []
+
+    def solve(self, *args, **kw):
+        self.single += 1
+        return self.inner.solve(*args, **kw)
+
+    def solve_batch(self, inst, plan, pool, matches, **kw):
+        self.joint.append(matches)
+        return self.inner.solve_batch(inst, plan, pool, matches, **kw)
+
+
+def _party_queue(rt: Runtime, start: int = 0) -> list[str]:
+    """18 players: three parties of 2 and 12 singles."""
+    now = time.time()
+    items = []
+    for i in range(15):
+        n = 2 if i < 3 else 1
+        players = [{"id": f"j{start + i}-{k}", "features": features(start + 3 * i + k, 4)} for k in range(n)]
+        items.append((Ticket(new_ticket_id("small"), "small", players, now - 100 + i * 1e-3, now + 300), None))
+    return [res[0].id for res in rt.store.create_many(items)]
+
+
+@pytest.mark.parametrize("partition", ["joint", "auto"])
+def test_the_matchmaker_forms_several_matches_from_one_joint_solve(make_rt, partition):
+    rt = make_rt(max_candidates=18, partition=partition, time_budget_ms=300)
+    ids = _party_queue(rt)
+    engine = CountingEngine(rt.runner.engine)
+    rt.runner.engine = engine
+    mm = Matchmaker(rt.pools["small"], rt.store, rt.runner, rt.experiments)
+    assert mm.tick() == 3  # 18 players, room for three matches of 6
+    assert engine.joint == [3] and engine.single == 0
+    tickets = [rt.store.get(tid) for tid in ids]
+    assert all(t.status == "matched" for t in tickets)
+    matches: dict[str, list] = {}
+    for t in tickets:
+        matches.setdefault(t.result["match_id"], []).append(t)
+        assert t.result["method"] == "joint"
+    assert len(matches) == 3
+    for group in matches.values():  # whole tickets (parties) per match, 3 players a team
+        teams = group[0].result["teams"]
+        assert sorted(len(team) for team in teams) == [3, 3]
+        placed = sorted(pid for team in teams for pid in team)
+        assert placed == sorted(p["id"] for t in group for p in t.players)
+
+
+def test_a_sequential_pool_solves_one_match_at_a_time(make_rt):
+    rt = make_rt(max_candidates=18, partition="sequential", method="surrogate", time_budget_ms=200)
+    _party_queue(rt)
+    engine = CountingEngine(rt.runner.engine)
+    rt.runner.engine = engine
+    mm = Matchmaker(rt.pools["small"], rt.store, rt.runner, rt.experiments)
+    assert mm.tick() >= 2
+    assert engine.joint == [] and engine.single >= 2
+
+
+def test_a_bad_partition_names_the_field():
+    from mgmatch.app.config import parse_config
+    from mgmatch.core.errors import InvalidInput
+
+    with pytest.raises(InvalidInput) as err:
+        parse_config({"pools": [{"name": "x", "team_size": 3, "partition": "together"}]})
+    assert err.value.field == "config.pools[0].partition"
+    assert parse_config({"pools": [{"name": "x", "team_size": 3}]}).pools[0].partition == "auto"

@@ -1,0 +1,157 @@
+"""Benchmark of several matches from one pool: joint partition against one match after another.
+
+Pools (seeded) are built the way a matchmaker pool looks: candidates of one preset's world with the
+pool's player-free rules only (roles, party_together, skill_balance, max_ping). Each pool is made
+of ``matches`` generated single-match instances (each with its planted feasible match, so M matches
+always exist) plus further generated players up to ``candidates``; players keep their instance's
+skill bracket, so a pool holds several brackets as a real queue does. The pool's rules are the
+loosest of its parts' settings (the largest ``max_diff`` and ``max_ms``), which every planted match
+satisfies.
+
+For each pool, both modes get the SAME total budget: ``joint`` (:func:`mgmatch.solvers.batch.solve_joint`)
+gets all of it for one solve; ``sequential`` (:func:`~mgmatch.solvers.batch.solve_sequential`,
+the matchmaker's old path) solves one match with ``method`` under ``budget / M``, removes its
+players and repeats. Reported per mode: total engagement (the engagement model's value, summed
+over the matches formed), matches formed, wall time p50/p99, feasible % (every match passes the
+checker and no player is in two), and how often joint beats sequential.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mgmatch.core.errors import InvalidInput
+from mgmatch.core.instance import Instance, parse_instance
+from mgmatch.core.presets import generate_with_truth, get_preset, load_model
+from mgmatch.core.problem import Problem
+from mgmatch.core.rules import MaxPingRule, PartyTogetherRule, RolesRule, SkillBalanceRule
+from mgmatch.solvers.base import Budget, method_info, methods
+from mgmatch.solvers.batch import BatchResult, solve_joint, solve_sequential, verify
+
+MAX_CANDIDATES = 100
+
+
+def pool_instance(preset: str, candidates: int, matches: int, seed: int) -> Instance:
+    """One pool of ``candidates`` players with room for ``matches`` planted feasible matches."""
+    p = get_preset(preset)
+    S = p.teams * p.team_size
+    if matches < 1:
+        raise InvalidInput("matches", f"expected an integer ≥ 1, got {matches}")
+    if candidates > MAX_CANDIDATES:
+        raise InvalidInput("candidates", f"at most {MAX_CANDIDATES} (a pool's max_candidates), got {candidates}")
+    if candidates < matches * S:
+        raise InvalidInput("candidates", f"{matches} matches of {S} players need at least {matches * S} candidates, "
+                                         f"got {candidates}")
+    parts = generate_with_truth(preset, matches + (candidates // p.pool[0]) + 1, seed)
+    players: list[dict] = []
+    extras: list[dict] = []
+    max_diff, max_ms, slots = 0.0, 0.0, None
+
+    def renamed(q: int, pl) -> dict:
+        d = pl.to_json()
+        d["id"] = f"q{q}.{d['id']}"
+        if d.get("party") is not None:
+            d["party"] = f"q{q}.{d['party']}"
+        d.pop("waited_s", None)
+        return d
+
+    for q, g in enumerate(parts):
+        inst = g.instance
+        for r in inst.rules:
+            if isinstance(r, SkillBalanceRule) and q < matches:
+                max_diff = max(max_diff, r.max_diff)
+            elif isinstance(r, MaxPingRule) and q < matches:
+                max_ms = max(max_ms, r.max_ms)
+            elif isinstance(r, RolesRule):
+                slots = dict(r.slots)
+        for i, pl in enumerate(inst.players):
+            if q < matches and g.witness[i] >= 0:
+                players.append(renamed(q, pl))
+            else:
+                extras.append(renamed(q, pl))
+    players += extras[:candidates - len(players)]
+    # a party cut by the truncation is smaller; one left alone is no party
+    count: dict[str, int] = {}
+    for d in players:
+        if d.get("party") is not None:
+            count[d["party"]] = count.get(d["party"], 0) + 1
+    for d in players:
+        if d.get("party") is not None and count[d["party"]] < 2:
+            del d["party"]
+    rules = [RolesRule(slots).to_json(), SkillBalanceRule(max_diff).to_json(), MaxPingRule(max_ms).to_json()]
+    if any(d.get("party") is not None for d in players):
+        rules.append(PartyTogetherRule().to_json())
+    order = np.random.default_rng([seed, 7]).permutation(len(players))  # no ordering hint for the solvers
+    return parse_instance({"teams": p.teams, "team_size": p.team_size, "players": [players[i] for i in order],
+                           "rules": rules, "engagement_model": preset})
+
+
+@dataclass
+class PoolRun:
+    pool: int
+    mode: str
+    total: float
+    matches: int
+    time_ms: float
+    feasible: bool
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _run(problem_of, mode: str, matches: int, budget_ms: float, method: str, seed: int) -> tuple[BatchResult, Problem]:
+    budget = Budget.of(budget_ms)  # the budget opens before encoding, as in the service
+    problem = problem_of()
+    if mode == "joint":
+        res = solve_joint(problem, matches, budget, seed=seed)
+    else:
+        res = solve_sequential(problem, matches, budget, method=method, seed=seed)
+    res.time_ms = budget.elapsed_ms()
+    return res, problem
+
+
+def run(preset: str, candidates: int, matches: int, budget_ms: float, pools: int, seed: int,
+        method: str = "surrogate", progress=None) -> dict:
+    """Both modes on ``pools`` seeded pools; per-pool rows and the summary per mode."""
+    if budget_ms <= 0:
+        raise InvalidInput("budget_ms", f"expected a positive number, got {budget_ms}")
+    if pools < 1:
+        raise InvalidInput("pools", f"expected an integer ≥ 1, got {pools}")
+    if method_info(method).needs_predictor:
+        raise InvalidInput("method", f"method {method!r} needs a predictor; the batch bench runs model-free methods")
+    model = load_model(preset)
+    methods()  # import every solver module now, as the service does at start-up
+    warm = pool_instance(preset, candidates, matches, seed)
+    for mode in ("sequential", "joint"):  # first calls (SCIP, numpy paths) are not timed
+        _run(lambda: Problem(warm, model, model_name=preset), mode, matches, budget_ms, method, seed)
+    rows: list[PoolRun] = []
+    for k in range(pools):
+        inst = pool_instance(preset, candidates, matches, seed + k)
+        for mode in ("sequential", "joint"):
+            res, problem = _run(lambda inst=inst: Problem(inst, model, model_name=preset), mode, matches,
+                                budget_ms, method, seed + k)
+            ok = len(res.matches) > 0 and not verify(problem, res.matches)
+            row = PoolRun(k, mode, res.total, len(res.matches), res.time_ms, ok)
+            rows.append(row)
+            if progress is not None:
+                progress(row)
+    summary = {}
+    for mode in ("sequential", "joint"):
+        rs = [r for r in rows if r.mode == mode]
+        t = np.asarray([r.time_ms for r in rs])
+        summary[mode] = {"total_mean": float(np.mean([r.total for r in rs])),
+                         "matches_mean": float(np.mean([r.matches for r in rs])),
+                         "time_p50_ms": float(np.percentile(t, 50)), "time_p99_ms": float(np.percentile(t, 99)),
+                         "feasible_pct": 100.0 * sum(r.feasible for r in rs) / len(rs)}
+    seq = {r.pool: r for r in rows if r.mode == "sequential"}
+    joint = {r.pool: r for r in rows if r.mode == "joint"}
+    diff = [joint[k].total - seq[k].total for k in seq]
+    wins = sum(d > 1e-9 for d in diff)
+    ties = sum(abs(d) <= 1e-9 for d in diff)
+    return {"preset": preset, "candidates": candidates, "matches": matches, "budget_ms": budget_ms, "pools": pools,
+            "seed": seed, "method": method, "summary": summary,
+            "joint_minus_sequential_mean": float(np.mean(diff)),
+            "joint_wins": wins, "ties": ties, "joint_losses": len(diff) - wins - ties,
+            "rows": [r.to_json() for r in rows]}

@@ -1,0 +1,84 @@
+"""`mgmatch bench batch`: the seeded pools it builds, its JSON, and its one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mgmatch.core.presets import load_model
+from mgmatch.core.problem import Problem
+from mgmatch.pipeline.bench_batch import pool_instance, run
+
+RULE_KINDS = {"roles", "skill_balance", "max_ping", "party_together"}
+
+
+def test_a_pool_is_seeded_player_free_and_the_right_size():
+    a = pool_instance("3v3", 40, 4, 5)
+    b = pool_instance("3v3", 40, 4, 5)
+    assert a.to_json() == b.to_json()
+    assert pool_instance("3v3", 40, 4, 6).to_json() != a.to_json()
+    assert a.n == 40 and len(set(a.ids)) == 40
+    assert {r.to_json()["kind"] for r in a.rules} <= RULE_KINDS  # what a pool's config may hold
+    party_sizes = {}
+    for p in a.players:
+        if p.party is not None:
+            party_sizes[p.party] = party_sizes.get(p.party, 0) + 1
+    assert all(n >= 2 for n in party_sizes.values())
+
+
+def test_bad_pool_sizes_name_the_field():
+    from mgmatch.core.errors import InvalidInput
+
+    with pytest.raises(InvalidInput) as err:
+        pool_instance("12v12", 60, 3, 0)
+    assert err.value.field == "candidates"
+    with pytest.raises(InvalidInput) as err:
+        pool_instance("3v3", 120, 4, 0)
+    assert err.value.field == "candidates"
+
+
+def test_run_reports_both_modes_on_the_same_pools():
+    res = run("3v3", 24, 2, 400.0, 2, 11)
+    assert set(res["summary"]) == {"sequential", "joint"}
+    assert [(r["pool"], r["mode"]) for r in res["rows"]] == [(0, "sequential"), (0, "joint"),
+                                                            (1, "sequential"), (1, "joint")]
+    for mode, s in res["summary"].items():
+        assert 0 <= s["feasible_pct"] <= 100 and s["time_p50_ms"] <= s["time_p99_ms"], mode
+    assert res["joint_wins"] + res["ties"] + res["joint_losses"] == 2
+    # the totals are the engagement model's values of feasible matches
+    problem = Problem(pool_instance("3v3", 24, 2, 11), load_model("3v3"), "3v3")
+    assert problem.instance.n == 24
+    assert all(r["total"] >= 0 for r in res["rows"])
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mgmatch", "bench", "batch", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--candidates", "10"], "--candidates"),
+    (["--matches", "0"], "--matches"),
+    (["--budget-ms", "0"], "--budget-ms"),
+    (["--preset", "5v5"], "--preset"),
+    (["--method", "nope"], "--method"),
+    (["--method", "mgmatch"], "--method"),
+    (["--pools", "0"], "--pools"),
+])
+def test_bad_flags_exit_2_with_one_line(args, needle):
+    out = _cli(*args)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in out.stderr
+
+
+def test_the_command_writes_its_json(tmp_path):
+    path = tmp_path / "batch.json"
+    out = _cli("--candidates", "12", "--matches", "2", "--pools", "1", "--budget-ms", "300", "--json", str(path))
+    assert out.returncode == 0, out.stderr
+    assert "joint" in out.stdout and "sequential" in out.stdout
+    res = json.loads(path.read_text())
+    assert res["candidates"] == 12 and res["matches"] == 2 and len(res["rows"]) == 2
