@@ -125,7 +125,8 @@ class PoolConfig(_Strict):
         default="auto", description="A job with room for ≥ 2 matches: solved one match after another (each with "
                                     "time_budget_ms), jointly in one solve (mgmatch.solvers.batch, matches × "
                                     "time_budget_ms), or auto: joint where `mgmatch bench batch` measured it better "
-                                    "(mgmatch.solvers.batch.prefer_joint).")
+                                    "(mgmatch.solvers.batch.prefer_joint), for a model-free method only (a "
+                                    "predictor method keeps the one-at-a-time path under auto).")
     dispatch: DispatchConfig = Field(default_factory=DispatchConfig)
     max_candidates: int = Field(default=HARD_MAX_CANDIDATES, ge=2, le=HARD_MAX_CANDIDATES)
     ticket_ttl_s: float = Field(default=300.0, gt=0, le=86_400)

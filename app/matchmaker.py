@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from mgmatch.core.errors import InvalidInput, from_pydantic
 from mgmatch.core.instance import Player, parse_instance
+from mgmatch.solvers.base import method_info
 from mgmatch.solvers.batch import prefer_joint
 from mgmatch.solvers.dispatch import PoolShape, Waiting
 from mgmatch.solvers.relax import RelaxConfig, parse_step, relax
@@ -212,27 +213,8 @@ class JobRunner:
                 k += 1
                 if not sol.has_assignment:
                     break
-                selected = sorted({owner[pid] for team in sol.teams for pid in team})
-                team_of_ticket = {owner[pid]: j for j, team in enumerate(sol.teams) for pid in team}
-                result = MatchResult(match_id=match_id, teams=sol.teams, team_of_ticket=team_of_ticket,
-                                     region=sol.region, method=sol.method, arm=plan.arm,
-                                     model_version=getattr(sol, "model_version", None), objective=sol.objective,
-                                     status=sol.status)
-                sel = set(selected)
-                record = match_record(job.pool, result, obj["players"], remaining)
-                if not self.store.commit(job.pool, job.claim_id, selected, [], result, record):
-                    metrics.CLAIM_CONFLICTS.labels(job.pool, "commit").inc()
-                    remaining = [t for t in remaining if t.id not in sel]
-                    continue
-                formed += 1
-                method = sol.method or plan.method
-                arm = plan.arm or metrics.NO_ARM
-                metrics.MATCHES.labels(job.pool, method, arm).inc()
-                metrics.PLAYERS_MATCHED.labels(job.pool, method, arm).inc(sum(len(team) for team in sol.teams))
-                for t in remaining:
-                    if t.id in sel:
-                        metrics.TICKET_WAIT.labels(job.pool, arm).observe(max(0.0, now - t.created_at))
-                remaining = [t for t in remaining if t.id not in sel]
+                ok, remaining = self._commit(job, plan, sol, owner, remaining, obj["players"], match_id, now)
+                formed += ok
         except InvalidInput as err:
             # not one ticket's fault: the pool's own config (model, rules) cannot be solved; say so once a minute
             last = self._logged.get(job.pool, -1e9)
@@ -244,7 +226,6 @@ class JobRunner:
             if back:
                 metrics.TICKET_EVENTS.labels(job.pool, "requeued").inc(back)
         return formed
-
 
     def _joint(self, job: Job, pool: PoolConfig, remaining: list[Ticket], steps: tuple, exp,
                run_token: str) -> tuple[int, list[Ticket]] | None:
@@ -258,8 +239,9 @@ class JobRunner:
         M = min(job.max_matches, players // pool.match_size)
         if M < 2 or pool.partition == "sequential" or exp is not None:
             return None
-        if pool.partition == "auto" and not prefer_joint(pool.match_size, players, M):
-            return None
+        if pool.partition == "auto" and (method_info(pool.method).needs_predictor
+                                          or not prefer_joint(pool.match_size, players, M)):
+            return None  # auto: only where the bench measured joint ahead (against model-free one-at-a-time)
         plan = plan_for(pool, None)
         now = time.time()
         try:
@@ -273,13 +255,15 @@ class JobRunner:
             return None
         formed = 0
         for k, sol in enumerate(sols):
-            ok, remaining = self._commit(job, plan, sol, owner, remaining, f"{job.claim_id}-{k}-{run_token}", now)
+            match_id = f"{job.pool}.{job.claim_id}-{k}-{run_token}"
+            ok, remaining = self._commit(job, plan, sol, owner, remaining, obj["players"], match_id, now)
             formed += ok
         return formed, remaining
 
-    def _commit(self, job: Job, plan, sol, owner: dict[str, str], remaining: list[Ticket], match_id: str,
-                now: float) -> tuple[bool, list[Ticket]]:
-        """Commit one match of a joint solve; (committed, the tickets not in it)."""
+    def _commit(self, job: Job, plan, sol, owner: dict[str, str], remaining: list[Ticket],
+                players: list[dict[str, Any]], match_id: str, now: float) -> tuple[bool, list[Ticket]]:
+        """Commit one solved match with its record (one-at-a-time or one of a joint solve's); returns
+        (committed, the tickets not in it)."""
         selected = sorted({owner[pid] for team in sol.teams for pid in team})
         team_of_ticket = {owner[pid]: j for j, team in enumerate(sol.teams) for pid in team}
         result = MatchResult(match_id=match_id, teams=sol.teams, team_of_ticket=team_of_ticket, region=sol.region,
@@ -287,7 +271,8 @@ class JobRunner:
                              objective=sol.objective, status=sol.status)
         sel = set(selected)
         rest = [t for t in remaining if t.id not in sel]
-        if not self.store.commit(job.pool, job.claim_id, selected, [], result):
+        record = match_record(job.pool, result, players, remaining)
+        if not self.store.commit(job.pool, job.claim_id, selected, [], result, record):
             metrics.CLAIM_CONFLICTS.labels(job.pool, "commit").inc()
             return False, rest
         method, arm = sol.method or plan.method, plan.arm or metrics.NO_ARM

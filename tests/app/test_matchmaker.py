@@ -168,6 +168,20 @@ def test_the_matchmaker_forms_several_matches_from_one_joint_solve(make_rt, part
         assert sorted(len(team) for team in teams) == [3, 3]
         placed = sorted(pid for team in teams for pid in team)
         assert placed == sorted(p["id"] for t in group for p in t.players)
+    for match_id in matches:  # joint matches name their pool and keep a record (results, export-log)
+        assert match_id.startswith("small.")
+        record = rt.store.get_match("small", match_id)
+        assert record is not None and sorted(len(team) for team in record.teams) == [3, 3]
+
+
+def test_auto_keeps_a_predictor_method_one_match_at_a_time(make_rt):
+    rt = make_rt(max_candidates=18, partition="auto", method="mgmatch", time_budget_ms=300)
+    _party_queue(rt)
+    engine = CountingEngine(rt.runner.engine)
+    rt.runner.engine = engine
+    mm = Matchmaker(rt.pools["small"], rt.store, rt.runner, rt.experiments)
+    assert mm.tick() >= 2
+    assert engine.joint == [] and engine.single >= 2
 
 
 def test_a_sequential_pool_solves_one_match_at_a_time(make_rt):
