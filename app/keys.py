@@ -88,6 +88,12 @@ class Keys:
         """STRING: the matchmaker that owns the pool (SET NX PX); one matchmaker loop per pool."""
         return f"{self._pool(pool)}:leader"
 
+    def throughput(self, pool: str) -> str:
+        """ZSET of the pool's recently committed matches, member ``<players>:<token>`` scored by the commit's
+        Redis TIME: trimmed to THROUGHPUT_WINDOW_S on every write, expiring after two idle windows.
+        Solver workers write it, API processes read it for ``estimated_wait_s``."""
+        return f"{self._pool(pool)}:throughput"
+
     def inference_requests(self) -> str:
         """STREAM of predictor requests (group ``inference``); not pool-bound, its own shard."""
         return f"{self.prefix}:{{infer}}:req"

@@ -63,6 +63,10 @@ class Settings(BaseSettings):
     max_ticket_crashes: int = Field(default=3, ge=1, le=100,
                                     description="A ticket in this many dead-lettered jobs ends expired with a reason "
                                                 "instead of going back to the queue again.")
+    reason_after_ticks: int = Field(default=20, ge=0, le=1_000_000,
+                                    description="After this many matchmaker ticks unmatched (every 50 ms), a queued "
+                                                "ticket's GET shows unmatched_reason, diagnosed from the pool's rules "
+                                                "against the queue (re-checked every as many ticks); 0 = off.")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     @field_validator("api_keys", mode="before")

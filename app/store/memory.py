@@ -1,6 +1,7 @@
 """The in-memory store: everything in one process, behind one lock (the embedded default).
 
-Times come from this process's clock (``time.time()``); there is no other clock to agree with.
+Times come from this process's clock (``time.time()``, or the ``clock`` given, e.g. the simulated
+clock of :mod:`mgmatch.app.replay`); there is no other clock to agree with.
 """
 
 from __future__ import annotations
@@ -8,18 +9,21 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
 from sortedcontainers import SortedList
 
-from .base import RETENTION_S, Conflict, MatchResult, Store, Ticket
+from .base import RETENTION_S, THROUGHPUT_WINDOW_S, Conflict, MatchResult, Store, Ticket, WaitInputs, rate_of
 
 
 class MemoryStore(Store):
     """Everything in one process, behind one lock. The embedded default."""
 
-    def __init__(self, max_events: int = 10_000):
+    def __init__(self, max_events: int = 10_000, clock: Callable[[], float] = time.time):
+        self._clock = clock
+        self._matched: dict[str, deque[tuple[float, int]]] = {}  # pool → (time, players) of recent matches
         self._t: dict[str, Ticket] = {}
         self._idem: dict[tuple[str, str], tuple[str, float]] = {}
         # per pool, the queued tickets as (created_at, id), FIFO, and as (expires_at, id) for the reaper:
@@ -33,7 +37,7 @@ class MemoryStore(Store):
         self.events: deque[dict[str, Any]] = deque(maxlen=max_events)
 
     def _event(self, kind: str, t: Ticket, **extra) -> None:
-        self.events.append({"event": kind, "ticket": t.id, "pool": t.pool, "ts": time.time(), **extra})
+        self.events.append({"event": kind, "ticket": t.id, "pool": t.pool, "ts": self._clock(), **extra})
 
     def _free_players(self, t: Ticket) -> None:
         """Forget the ticket's players, each only while it still names this ticket."""
@@ -51,11 +55,11 @@ class MemoryStore(Store):
         with self._lock:
             if idempotency_key is not None:
                 hit = self._idem.get((ticket.pool, idempotency_key))
-                if hit is not None and hit[1] > time.time() and hit[0] in self._t:
-                    return self._t[hit[0]].view(), False
+                if hit is not None and hit[1] > self._clock() and hit[0] in self._t:
+                    return self._t[hit[0]].view(self._clock()), False
             for p in ticket.players:
                 other = self._players.get((ticket.pool, p["id"]))
-                if other is not None and other in self._t and self._t[other].view().status in ("queued", "proposed"):
+                if other is not None and other in self._t and self._t[other].view(self._clock()).status in ("queued", "proposed"):
                     raise Conflict(f"player {p['id']!r} is already queued in ticket {other}")
             for p in ticket.players:
                 self._players[(ticket.pool, p["id"])] = ticket.id
@@ -68,9 +72,10 @@ class MemoryStore(Store):
 
     def _readable(self, ticket_id: str) -> Ticket | None:
         t = self._t.get(ticket_id)
-        if t is None or time.time() > t.expires_at + RETENTION_S:
+        now = self._clock()
+        if t is None or now > t.expires_at + RETENTION_S:
             return None
-        return t.view()
+        return t.view(now)
 
     def get(self, ticket_id: str) -> Ticket | None:
         with self._lock:
@@ -85,7 +90,7 @@ class MemoryStore(Store):
             t = self._t.get(ticket_id)
             if t is None:
                 return None
-            v = t.view()
+            v = t.view(self._clock())
             if v.status not in ("queued", "proposed"):
                 raise Conflict(f"ticket is {v.status}")
             if t.status == "queued":
@@ -97,7 +102,7 @@ class MemoryStore(Store):
             return t
 
     def queued(self, pool: str, limit: int = 10_000) -> list[Ticket]:
-        now = time.time()
+        now = self._clock()
         with self._lock:
             out = []
             for _, tid in self._queues.get(pool, ()):
@@ -117,7 +122,7 @@ class MemoryStore(Store):
             return len(self._queues.get(pool, ()))
 
     def claim(self, pool: str, ticket_ids: list[str], match_id: str, lease_until: float) -> bool:
-        now = time.time()
+        now = self._clock()
         with self._lock:
             for tid in ticket_ids:
                 t = self._t.get(tid)
@@ -200,7 +205,7 @@ class MemoryStore(Store):
             return True
 
     def reap(self, pool: str, now: float | None = None) -> tuple[int, int]:
-        now = time.time() if now is None else now
+        now = self._clock() if now is None else now
         expired = released = 0
         with self._lock:
             due = self._expiry.get(pool, ())
@@ -224,3 +229,35 @@ class MemoryStore(Store):
                 self._idem = {k: v for k, v in self._idem.items() if v[1] > now}
                 self._players = {k: v for k, v in self._players.items() if v in self._t}
         return expired, released
+
+    # ------------------------------------------------------------------ wait estimates and unmatched reasons
+
+    def record_matched(self, pool: str, players: int, now: float | None = None) -> None:
+        now = self._clock() if now is None else now
+        with self._lock:
+            q = self._matched.setdefault(pool, deque())
+            q.append((now, int(players)))
+            while q and q[0][0] < now - THROUGHPUT_WINDOW_S:
+                q.popleft()
+
+    def wait_inputs(self, pool: str, ticket_id: str) -> WaitInputs:
+        now = self._clock()
+        with self._lock:
+            t = self._t.get(ticket_id)
+            queue = self._queues.get(pool, ())
+            rank = None
+            if t is not None and t.pool == pool and t.status == "queued":
+                i = queue.bisect_left((t.created_at, t.id))
+                rank = i if i < len(queue) and queue[i] == (t.created_at, t.id) else None
+            live_players = sum(1 for k in self._players if k[0] == pool)
+            live_tickets = len(queue) + len(self._pending.get(pool, ()))
+            rate = rate_of(list(self._matched.get(pool, ())), now)
+        return WaitInputs(rank, len(queue), live_players, live_tickets, rate)
+
+    def set_unmatched_reason(self, pool: str, ticket_id: str, reason: str | None) -> bool:
+        with self._lock:
+            t = self._t.get(ticket_id)
+            if t is None or t.pool != pool or t.status not in ("queued", "proposed"):
+                return False
+            t.unmatched_reason = reason
+            return True
