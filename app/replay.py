@@ -414,6 +414,7 @@ def bench_waits(config: ServiceConfig, arrivals: list[Arrival], tick_s: float = 
     res = simulate(config, arrivals, tick_s=tick_s, on_created=on_created)
     rows = [(s.estimate, drain.get(id(s)), s.matched_at - s.created_at) for s in res.tickets
             if s.matched_at is not None and s.estimate is not None]
+    zero = [r for r in rows if r[2] <= 0]  # matched on the tick they arrived: no relative error
     rows = [r for r in rows if r[2] > 0]
 
     def errors(k: int) -> dict[str, Any]:
@@ -432,6 +433,7 @@ def bench_waits(config: ServiceConfig, arrivals: list[Arrival], tick_s: float = 
         "tickets": summary["tickets"], "matched": sum(1 for s in res.tickets if s.matched_at is not None),
         "with_estimate": sum(1 for s in res.tickets if s.estimate is not None),
         "scored": len(rows),
+        "zero_wait": len(zero), "zero_wait_estimated_zero": sum(1 for r in zero if r[0] == 0),
         "real_wait_mean_s": float(np.mean(real)) if real else None,
         "estimate_mean_s": float(np.mean([r[0] for r in rows])) if rows else None,
         "estimate": errors(0), "queue_drain_baseline": errors(1),

@@ -67,9 +67,9 @@ def replay_cmd(
         return
     table = Table(title=f"replay of {tickets} ({results[0]['tickets']} tickets, "
                         f"{results[0]['simulated_s']:.0f} simulated s)")
-    table.add_column("metric")
-    for r in results:
-        table.add_column(r["config"], justify="right")
+    table.add_column("metric", no_wrap=True)
+    for arm, r in zip("AB", results, strict=False):
+        table.add_column(f"{arm}: {Path(r['config']).name}", justify="right")
     for key, label, spec in _METRICS:
         table.add_row(label, *(_fmt(r[key], spec) for r in results))
     Console(file=sys.stdout, width=140).print(table)
