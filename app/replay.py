@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,6 +227,7 @@ class SimTicket:
     match_id: str | None = None
     expired: bool = False
     estimate: float | None = None   # estimated_wait_s right after creation (bench waits)
+    reason: str | None = None       # the last unmatched reason of a ticket never matched
 
 
 @dataclass
@@ -248,11 +251,14 @@ class SimResult:
 
 
 def simulate(config: ServiceConfig, arrivals: list[Arrival], *, tick_s: float = 0.05, drain_s: float | None = None,
-             on_created: Callable[[Runtime, SimTicket], None] | None = None) -> SimResult:
+             on_created: Callable[[Runtime, SimTicket], None] | None = None,
+             reason_after_ticks: int = 20) -> SimResult:
     """Run ``arrivals`` through ``config`` on a simulated clock (see the module doc). After the last
     arrival the matchmakers go on for ``drain_s`` (default: the longest ticket TTL of the config), or
     until no pool has a match's worth of live players. ``on_created`` sees each ticket right after it
-    was stored, at its arrival time (``bench waits`` reads its wait estimate there)."""
+    was stored, at its arrival time (``bench waits`` reads its wait estimate there). The matchmakers
+    diagnose unmatched reasons as the service does (every ``reason_after_ticks`` ticks; 0 = off); a
+    ticket left unmatched keeps its last one (:attr:`SimTicket.reason`)."""
     config = config.model_copy(deep=True)
     if not arrivals:
         return SimResult([], [], 0.0, 0)
@@ -261,7 +267,7 @@ def simulate(config: ServiceConfig, arrivals: list[Arrival], *, tick_s: float = 
     rt = Runtime.build(Settings(store="memory", embedded_workers=False, reason_after_ticks=0), config, store=store)
     rt.runner.clock = clock
     pools = rt.pools
-    mms = {name: Matchmaker(p, store, rt.runner, rt.experiments, tick_s=tick_s, reason_after_ticks=0)
+    mms = {name: Matchmaker(p, store, rt.runner, rt.experiments, tick_s=tick_s, reason_after_ticks=reason_after_ticks)
            for name, p in pools.items()}
     sims = [SimTicket(a) for a in arrivals]
     by_id: dict[str, SimTicket] = {}
@@ -307,6 +313,7 @@ def simulate(config: ServiceConfig, arrivals: list[Arrival], *, tick_s: float = 
         if s.id is not None and s.matched_at is None:
             t = store.get(s.id)
             s.expired = t is not None and t.view(clock.now).status == "expired"
+            s.reason = t.unmatched_reason if t is not None else None
     return SimResult(sims, sorted(matches.values(), key=lambda m: m.at), clock.now, ticks, refused)
 
 
@@ -366,6 +373,13 @@ def percentile(values: list[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
 
+def reason_kind(reason: str | None) -> str:
+    """A reason with its numbers and names of places left out, to count reasons of one kind together."""
+    if not reason:
+        return "no reason recorded (fewer than a match's worth of players, or too few ticks)"
+    return re.sub(r"\d+(\.\d+)?", "N", reason.split(" (")[0])
+
+
 def summarize(res: SimResult) -> dict[str, Any]:
     """What ``replay`` compares between configs."""
     waits = [s.matched_at - s.created_at for s in res.tickets if s.matched_at is not None]
@@ -387,7 +401,16 @@ def summarize(res: SimResult) -> dict[str, Any]:
         "skill_gap_mean": float(np.mean(gaps)) if gaps else None,
         "simulated_s": res.end - (res.tickets[0].arrival.time if res.tickets else 0.0),
         "ticks": res.ticks,
+        "unmatched_reasons": _reasons(unmatched),
     }
+
+
+def _reasons(unmatched: list[SimTicket]) -> list[dict[str, Any]]:
+    """Players left unmatched per kind of reason, most first."""
+    counts: Counter[str] = Counter()
+    for s in unmatched:
+        counts[reason_kind(s.reason)] += len(s.arrival.players)
+    return [{"reason": k, "players": n} for k, n in counts.most_common()]
 
 
 # --------------------------------------------------------------------------- bench waits
@@ -404,7 +427,8 @@ def bench_waits(config: ServiceConfig, arrivals: list[Arrival], tick_s: float = 
     def on_created(rt: Runtime, s: SimTicket) -> None:
         pool = rt.pools[s.arrival.pool]
         inp = rt.store.wait_inputs(pool.name, s.id)
-        s.estimate = estimate_wait(inp, len(s.arrival.players), pool.match_size)
+        t = rt.store.get(s.id)
+        s.estimate = estimate_wait(inp, len(s.arrival.players), pool.match_size, t.expires_at if t else None)
         if inp.rank is not None and inp.rate:
             per = inp.live_players / inp.live_tickets if inp.live_tickets else 1.0
             drain[id(s)] = inp.rank * per / inp.rate

@@ -205,7 +205,7 @@ def _with_wait(rt: Runtime, t: Ticket, out: dict[str, Any], inputs: WaitInputs |
     if t.status == "queued":
         pool = rt.pools.get(t.pool)
         out["estimated_wait_s"] = (None if pool is None or inputs is None
-                                   else estimate_wait(inputs, len(t.players), pool.match_size))
+                                   else estimate_wait(inputs, len(t.players), pool.match_size, t.expires_at))
     return out
 
 

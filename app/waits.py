@@ -13,7 +13,7 @@ pool both go at μ (what arrives is what is matched), so::
 
 That is the time until the missing players arrive while the queue is shorter than a match
 (the usual state of a pool that keeps up), and the time to drain the players ahead when it is
-backlogged. It is ``None`` (unknown) while the pool has formed fewer than two matches in the
+backlogged; it is capped at the ticket's remaining TTL (it cannot wait longer). It is ``None`` (unknown) while the pool has formed fewer than two matches in the
 window, and for a ticket that is not queued.
 
 **Reasons** (:func:`diagnose`). After ``MGMATCH_REASON_AFTER_TICKS`` ticks in which a ticket was a
@@ -40,8 +40,11 @@ from .store import Ticket
 from .store.base import WaitInputs
 
 
-def estimate_wait(inp: WaitInputs, own_players: int, match_size: int) -> float | None:
-    """Seconds until the ticket's match forms (see the module doc), or None when unknown."""
+def estimate_wait(inp: WaitInputs, own_players: int, match_size: int,
+                  expires_at: float | None = None) -> float | None:
+    """Seconds until the ticket's match forms (see the module doc), or None when unknown; never more
+    than the ticket's remaining TTL (``expires_at`` against the store's clock ``inp.now``): a ticket
+    does not wait past it."""
     if inp.rank is None or inp.rate is None or not inp.rate > 0 or match_size < 1:
         return None
     per_ticket = inp.live_players / inp.live_tickets if inp.live_tickets > 0 and inp.live_players > 0 else 1.0
@@ -50,6 +53,8 @@ def estimate_wait(inp: WaitInputs, own_players: int, match_size: int) -> float |
     queued = max(inp.queued_tickets * per_ticket, mine)
     j = max(1, math.ceil(mine / match_size - 1e-9))
     wait = max(j * match_size - queued, (j - 1) * match_size, 0.0) / inp.rate
+    if expires_at is not None and inp.now is not None:
+        wait = min(wait, max(0.0, expires_at - inp.now))
     return round(wait, 1)
 
 

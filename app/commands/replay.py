@@ -72,7 +72,10 @@ def replay_cmd(
         table.add_column(f"{arm}: {Path(r['config']).name}", justify="right")
     for key, label, spec in _METRICS:
         table.add_row(label, *(_fmt(r[key], spec) for r in results))
-    Console(file=sys.stdout, width=140).print(table)
+    top = [r["unmatched_reasons"][0] if r["unmatched_reasons"] else None for r in results]
+    table.add_row("top unmatched reason (players)",
+                  *("—" if t is None else f"{t['reason']} ({t['players']})" for t in top))
+    Console(file=sys.stdout, width=160).print(table)
 
 
 def _stream_args(rate: float, duration: float, party_share: float, max_party: int) -> None:

@@ -259,6 +259,7 @@ class WaitInputs:
     live_players: int         # players with a live (queued or proposed) ticket in the pool
     live_tickets: int         # queued + proposed tickets (players per ticket = live_players / live_tickets)
     rate: float | None        # players matched per second recently (None: unknown)
+    now: float | None = None  # the store's clock when it was read (Redis TIME), for the ticket's remaining TTL
 
 
 def wait_reachable(ping: Callable[[], bool], wait_s: float, what: str, stop: threading.Event | None = None,

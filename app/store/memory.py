@@ -252,7 +252,7 @@ class MemoryStore(Store):
             live_players = sum(1 for k in self._players if k[0] == pool)
             live_tickets = len(queue) + len(self._pending.get(pool, ()))
             rate = rate_of(list(self._matched.get(pool, ())), now)
-        return WaitInputs(rank, len(queue), live_players, live_tickets, rate)
+        return WaitInputs(rank, len(queue), live_players, live_tickets, rate, now)
 
     def set_unmatched_reason(self, pool: str, ticket_id: str, reason: str | None) -> bool:
         with self._lock:

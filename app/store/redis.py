@@ -600,7 +600,7 @@ class RedisStore(Store):
         samples = [(float(flat[i + 1]), int(str(flat[i]).split(":", 1)[0])) for i in range(0, len(flat), 2)]
         rank = int(rank)
         return WaitInputs(rank if rank >= 0 else None, int(depth), int(players), int(depth) + int(pending),
-                          rate_of(samples, float(now)))
+                          rate_of(samples, float(now)), float(now))
 
     def wait_inputs(self, pool: str, ticket_id: str) -> WaitInputs:
         return self._wait_reply(self._script("wait_inputs")(**self._wait_kv(pool, ticket_id)))

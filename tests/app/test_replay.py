@@ -129,6 +129,22 @@ def test_simulated_ttl_expires_tickets_that_cannot_match():
     assert out["tickets_expired"] == 4
 
 
+def test_players_left_unmatched_are_counted_by_reason():
+    # a roles pool, and nobody plays healer: 8 players queue, none can be matched; the run ends once fewer
+    # than a match's worth of them is left (3 expired by then)
+    roles = {"kind": "roles", "slots": {"tank": 1, "healer": 1, "dps": 1}}
+    lines = [{"time": float(k), "pool": "3v3", "ttl_s": 30,
+              "players": [{"id": f"p{k}", "features": [0.0] * 196, "roles": ["tank" if k % 2 else "dps"]}]}
+             for k in range(8)]
+    res = simulate(parse_config({"pools": [_pool(rules=[roles])]}), [parse_arrival(x, n) for n, x in
+                                                                      enumerate(lines, 1)])
+    out = summarize(res)
+    assert out["matches"] == 0 and out["players_unmatched"] == 8 and out["tickets_expired"] == 3
+    assert out["unmatched_reasons"] == [
+        {"reason": "not enough healer players: a match needs N players who play healer, N queued", "players": 8}]
+    assert res.tickets[0].reason == "not enough healer players: a match needs 2 players who play healer, 0 queued"
+
+
 # --------------------------------------------------------------------------- the commands
 
 

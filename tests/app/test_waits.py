@@ -117,6 +117,13 @@ def test_estimate_drains_the_players_ahead_when_the_queue_is_backlogged():
     assert estimate_wait(_inputs(10, 20, 3.0, players=60, tickets=20), 3, 6) == 10.0
 
 
+def test_estimate_never_exceeds_the_remaining_ttl():
+    inp = WaitInputs(30, 60, 60, 60, 3.0, now=1000.0)
+    assert estimate_wait(inp, 1, 6, expires_at=1004.0) == 4.0
+    assert estimate_wait(inp, 1, 6, expires_at=1100.0) == 10.0
+    assert estimate_wait(inp, 1, 6, expires_at=900.0) == 0.0
+
+
 # --------------------------------------------------------------------------- reasons, rule by rule
 
 
