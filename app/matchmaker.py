@@ -325,7 +325,7 @@ class Matchmaker:
         split = exp is not None and exp.config.key == "player"
         for t, w in self.window(now):
             groups.setdefault(t.arm if split else None, []).append((t, w))
-        self._explain(groups)
+        self._explain(groups, now)
         done = 0
         for arm, group in groups.items():
             ids = frozenset(t.id for t, _ in group)
@@ -356,32 +356,37 @@ class Matchmaker:
     #: at most this many tickets are diagnosed per tick (the rest on later ticks)
     max_diagnoses_per_tick = 32
 
-    def _explain(self, groups: dict[str | None, list[tuple[Ticket, Waiting]]]) -> None:
+    def _explain(self, groups: dict[str | None, list[tuple[Ticket, Waiting]]], now: float) -> None:
         """Count one more unmatched tick for every ticket of the window; a ticket at a multiple of
         ``reason_after_ticks`` gets its reason diagnosed against its group and stored when it changed."""
         if self.reason_after_ticks <= 0:
             return
         live: set[str] = set()
-        due: list[tuple[Ticket, list[Ticket]]] = []
-        for group in groups.values():
+        due: list[tuple[Ticket, list[Ticket], str | None]] = []
+        for arm, group in groups.items():
             tickets = [t for t, _ in group]
             for t in tickets:
                 live.add(t.id)
                 n = self._unmatched.get(t.id, 0) + 1
                 self._unmatched[t.id] = n
                 if n % self.reason_after_ticks == 0:
-                    due.append((t, tickets))
+                    due.append((t, tickets, arm))
         for tid in [k for k in self._unmatched if k not in live]:
             del self._unmatched[tid]
             self._reasons.pop(tid, None)
-        for t, tickets in due[: self.max_diagnoses_per_tick]:
+        candidates: dict[str | None, set[str] | None] = {}
+        for t, tickets, arm in due[: self.max_diagnoses_per_tick]:
+            if arm not in candidates:  # what a solve would consider now (the policy's selection), once per group
+                select = getattr(self._policy(arm), "select", None)
+                candidates[arm] = (None if select is None else
+                                   {w.ticket_id for w in select([w for _, w in groups[arm]], now)})
             try:
-                why = diagnose(self.pool, t, [o for o in tickets if o.id != t.id])
+                why = diagnose(self.pool, t, [o for o in tickets if o.id != t.id], candidates[arm])
             except (KeyError, TypeError, ValueError) as err:  # a malformed stored field: say so, keep the loop going
                 why = f"cannot diagnose: {type(err).__name__}: {err}"
             if self._reasons.get(t.id) != why and self.store.set_unmatched_reason(self.pool.name, t.id, why):
                 self._reasons[t.id] = why
-        for t, _ in due[self.max_diagnoses_per_tick:]:  # not diagnosed this tick: try again on the next one
+        for t, _, _ in due[self.max_diagnoses_per_tick:]:  # not diagnosed this tick: try again on the next one
             self._unmatched[t.id] -= 1
 
     def run_forever(self) -> None:

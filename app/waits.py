@@ -22,15 +22,16 @@ against the tickets queued with it and stores the first failing check as ``unmat
 Each check is a necessary condition for a match that includes the ticket, cheap enough for the
 matchmaker's loop (sorting and counting over the scan window, no solve). The checks, in order:
 players queued, party sizes that cannot fill the teams, ``max_ping`` regions, ``roles`` /
-``role_min`` / ``role_max`` supply, ``skill_spread``, ``skill_balance``, then the queue position
-(more players ahead than a solve considers). When every check passes, the reason says that matches
-could be formed but the solver picked other players.
+``role_min`` / ``role_max`` supply, ``skill_spread``, ``skill_balance`` (with ``max_ping``, the role
+and skill checks run per region the ticket can play in). When the whole queue passes, the same
+checks run on the players a solve would consider now (the dispatch policy's candidate selection):
+the ticket is not among them, or they hold no match for it. When every check passes, the reason
+says that matches could be formed but the solver picked other players.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -113,11 +114,13 @@ def _regions(players: list[dict[str, Any]], max_ms: float) -> set[str]:
     return out or set()
 
 
-def _ping_reason(pool: PoolConfig, t: Ticket, others: Sequence[Ticket]) -> tuple[str | None, list[Ticket]]:
-    """The max_ping reason, and the other tickets that share a region with this one."""
+def _ping_reason(pool: PoolConfig, t: Ticket,
+                 others: Sequence[Ticket]) -> tuple[str | None, list[tuple[str | None, list[Ticket]]]]:
+    """The max_ping reason, and per region this ticket can play in (most players first, at most 4) the
+    other tickets that can play there too; without a max_ping rule, one group of every ticket."""
     rules = _rules(pool, "max_ping")
     if not rules:
-        return None, list(others)
+        return None, [(None, list(others))]
     max_ms = min(float(r["max_ms"]) for r in rules)
     mine = _regions(t.players, max_ms)
     if not mine:
@@ -125,19 +128,17 @@ def _ping_reason(pool: PoolConfig, t: Ticket, others: Sequence[Ticket]) -> tuple
                     for r in {r for p in t.players for r in (p.get("pings") or {})}), default=None)
         near = f" (nearest: {best[1]} at {best[0]:g} ms)" if best and math.isfinite(best[0]) else ""
         return f"no region within max_ping {max_ms:g} ms for this ticket's players{near}", []
-    per_region: Counter[str] = Counter({r: len(t.players) for r in mine})
-    compatible = []
+    groups: dict[str, list[Ticket]] = {r: [] for r in mine}
     for o in others:
-        shared = mine & _regions(o.players, max_ms)
-        for r in shared:
-            per_region[r] += len(o.players)
-        if shared:
-            compatible.append(o)
-    region, n = max(per_region.items(), key=lambda kv: (kv[1], kv[0]))
-    if n < pool.match_size:
+        for r in mine & _regions(o.players, max_ms):
+            groups[r].append(o)
+    players = {r: len(t.players) + sum(len(o.players) for o in g) for r, g in groups.items()}
+    order = sorted(groups, key=lambda r: (-players[r], r))
+    region = order[0]
+    if players[region] < pool.match_size:
         return (f"no region within max_ping {max_ms:g} ms has enough players for this ticket: best {region} "
-                f"with {n} of {pool.match_size}"), compatible
-    return None, compatible
+                f"with {players[region]} of {pool.match_size}"), []
+    return None, [(r, groups[r]) for r in order[:4] if players[r] >= pool.match_size]
 
 
 def _role_reason(pool: PoolConfig, t: Ticket, others: Sequence[Ticket]) -> str | None:
@@ -241,26 +242,56 @@ def _balance_reason(pool: PoolConfig, t: Ticket, others: Sequence[Ticket]) -> st
     return None
 
 
-def diagnose(pool: PoolConfig, t: Ticket, others: Sequence[Ticket]) -> str:
-    """Why ``t`` is not matched, from the pool's rules against the other queued tickets ``others``
-    (the matchmaker's window of the ticket's group): the first failing check, see the module doc."""
-    m = pool.match_size
+def _rule_reason(pool: PoolConfig, t: Ticket, others: Sequence[Ticket]) -> str | None:
+    """The first rule check that fails for ``t`` among ``others``; with max_ping, the role and skill
+    checks run per region the ticket can play in, and fail only when they fail in every one (the
+    reason given is the best region's)."""
     total = len(t.players) + sum(len(o.players) for o in others)
-    if total < m:
-        return f"only {total} players queued in pool {pool.name}; a match needs {m}"
+    if total < pool.match_size:
+        return f"only {total} players queued in pool {pool.name}; a match needs {pool.match_size}"
     why = _party_reason(pool, t, others)
     if why:
         return why
-    why, compatible = _ping_reason(pool, t, others)
+    why, groups = _ping_reason(pool, t, others)
     if why:
         return why
-    for check in (_role_reason, _spread_reason, _balance_reason):
-        why = check(pool, t, compatible)
-        if why:
-            return why
+    first = None
+    for region, group in groups:
+        why = next((w for check in (_role_reason, _spread_reason, _balance_reason) if (w := check(pool, t, group))),
+                   None)
+        if why is None:
+            return None
+        if first is None:
+            first = (region, why)
+    region, why = first
+    return why if region is None else f"in region {region} (the best within max_ping): {why}"
+
+
+def diagnose(pool: PoolConfig, t: Ticket, others: Sequence[Ticket], candidates: set[str] | None = None) -> str:
+    """Why ``t`` is not matched, from the pool's rules against the other queued tickets ``others``
+    (the matchmaker's window of the ticket's group): the first failing check, see the module doc.
+
+    ``candidates``: the ticket ids a solve would consider now (the dispatch policy's selection).
+    When the whole queue passes every check, the reason is then about that selection: the ticket is
+    not in it, or the checks fail among the selected players.
+    """
+    why = _rule_reason(pool, t, others)
+    if why:
+        return why
+    total = len(t.players) + sum(len(o.players) for o in others)
     ahead = sum(len(o.players) for o in others if o.created_at < t.created_at)
-    if ahead + len(t.players) > pool.max_candidates:
-        return (f"{ahead} players waited longer; a solve considers the {pool.max_candidates} longest-waiting "
-                "players")
+    if candidates is None:
+        if ahead + len(t.players) > pool.max_candidates:
+            return (f"{ahead} players waited longer; a solve considers the {pool.max_candidates} longest-waiting "
+                    "players")
+    elif t.id not in candidates:
+        return (f"not among the {pool.max_candidates} players a solve considers (the longest waiter and those "
+                f"nearest their skill; {ahead} players waited longer than this ticket)")
+    else:
+        chosen = [o for o in others if o.id in candidates]
+        why = _rule_reason(pool, t, chosen)
+        if why:
+            n = len(t.players) + sum(len(o.players) for o in chosen)
+            return f"among the {n} players a solve considers: {why}"
     return (f"{total} players queued could form a match, but the matches formed so far left this ticket out "
             "(the solver picked players who fit the rules or the engagement model better)")

@@ -223,6 +223,39 @@ def test_reason_queue_position_then_the_generic_one():
     assert diagnose(pool, early, others).startswith("9 players queued could form a match, but")
 
 
+def test_reason_roles_are_checked_in_the_regions_the_ticket_can_play_in():
+    rules = [{"kind": "max_ping", "max_ms": 100}, {"kind": "roles", "slots": {"tank": 1, "healer": 1, "dps": 1}}]
+    me = _t({"roles": ["dps"], "pings": {"eu": 30}})
+    eu = [_t({"roles": [r], "pings": {"eu": 40}}) for r in ("dps", "tank", "tank", "healer", "dps")]
+    na_healers = [_t({"roles": ["healer"], "pings": {"na": 40}}) for _ in range(3)]
+    # enough healers in the queue, but only one who can play in eu
+    assert diagnose(_pool(rules), me, eu + na_healers) == ("in region eu (the best within max_ping): not enough "
+                                                           "healer players: a match needs 2 players who play healer, "
+                                                           "1 queued")
+    eu_healer = _t({"roles": ["healer"], "pings": {"eu": 60, "na": 40}})
+    assert not diagnose(_pool(rules), me, [*eu, *na_healers, eu_healer]).startswith("in region")
+
+
+def test_reason_about_the_players_a_solve_considers():
+    rules = [{"kind": "roles", "slots": {"tank": 1, "healer": 1, "dps": 1}}]
+    me = _t({"roles": ["dps"]}, at=1.0)
+    others = [_t({"roles": [r]}) for r in ("dps", "tank", "tank", "healer", "healer", "dps", "dps")]
+    selected = {me.id, *(o.id for o in others if o.created_at < others[3].created_at)}  # no healer among them
+    why = diagnose(_pool(rules), me, others, candidates=selected)
+    assert why == ("among the 4 players a solve considers: only 4 players queued in pool p; a match needs 6"), why
+    sel = {me.id, *(o.id for o in others[:3]), others[5].id, others[6].id}  # 6 players, no healer
+    assert diagnose(_pool(rules), me, others, candidates=sel) == (
+        "among the 6 players a solve considers: not enough healer players: a match needs 2 players who play healer, "
+        "0 queued")
+    plain = [_t({}) for _ in range(8)]
+    late = plain[-1]
+    assert diagnose(_pool(), late, plain[:-1], candidates={o.id for o in plain[:6]}) == (
+        "not among the 24 players a solve considers (the longest waiter and those nearest their skill; 7 players "
+        "waited longer than this ticket)")
+    assert diagnose(_pool(rules), me, others, candidates={me.id, *(o.id for o in others)}).startswith(
+        "8 players queued could form a match")
+
+
 # --------------------------------------------------------------------------- the matchmaker
 
 
