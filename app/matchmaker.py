@@ -381,7 +381,9 @@ class Matchmaker:
                 candidates[arm] = (None if select is None else
                                    {w.ticket_id for w in select([w for _, w in groups[arm]], now)})
             try:
-                why = diagnose(self.pool, t, [o for o in tickets if o.id != t.id], candidates[arm])
+                barren = self._barren.get(arm)
+                why = diagnose(self.pool, t, [o for o in tickets if o.id != t.id], candidates[arm],
+                               solved_empty=barren is not None and t.id in barren[0])
             except (KeyError, TypeError, ValueError) as err:  # a malformed stored field: say so, keep the loop going
                 why = f"cannot diagnose: {type(err).__name__}: {err}"
             if self._reasons.get(t.id) != why and self.store.set_unmatched_reason(self.pool.name, t.id, why):

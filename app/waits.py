@@ -267,13 +267,15 @@ def _rule_reason(pool: PoolConfig, t: Ticket, others: Sequence[Ticket]) -> str |
     return why if region is None else f"in region {region} (the best within max_ping): {why}"
 
 
-def diagnose(pool: PoolConfig, t: Ticket, others: Sequence[Ticket], candidates: set[str] | None = None) -> str:
+def diagnose(pool: PoolConfig, t: Ticket, others: Sequence[Ticket], candidates: set[str] | None = None,
+             solved_empty: bool = False) -> str:
     """Why ``t`` is not matched, from the pool's rules against the other queued tickets ``others``
     (the matchmaker's window of the ticket's group): the first failing check, see the module doc.
 
     ``candidates``: the ticket ids a solve would consider now (the dispatch policy's selection).
     When the whole queue passes every check, the reason is then about that selection: the ticket is
-    not in it, or the checks fail among the selected players.
+    not in it, or the checks fail among the selected players. ``solved_empty``: the last solve over
+    the ticket's candidates formed no match (what the reason says when every check passes).
     """
     why = _rule_reason(pool, t, others)
     if why:
@@ -293,5 +295,8 @@ def diagnose(pool: PoolConfig, t: Ticket, others: Sequence[Ticket], candidates: 
         if why:
             n = len(t.players) + sum(len(o.players) for o in chosen)
             return f"among the {n} players a solve considers: {why}"
+    if solved_empty:
+        return (f"the last solve over the players a solve considers formed no match: the rules together admit none "
+                f"among them, or none was found within the pool's {pool.time_budget_ms:g} ms budget")
     return (f"{total} players queued could form a match, but the matches formed so far left this ticket out "
             "(the solver picked players who fit the rules or the engagement model better)")

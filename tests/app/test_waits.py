@@ -254,6 +254,9 @@ def test_reason_about_the_players_a_solve_considers():
         "waited longer than this ticket)")
     assert diagnose(_pool(rules), me, others, candidates={me.id, *(o.id for o in others)}).startswith(
         "8 players queued could form a match")
+    assert diagnose(_pool(rules), me, others, candidates={me.id, *(o.id for o in others)}, solved_empty=True) == (
+        "the last solve over the players a solve considers formed no match: the rules together admit none among "
+        "them, or none was found within the pool's 100 ms budget")
 
 
 # --------------------------------------------------------------------------- the matchmaker
@@ -334,7 +337,9 @@ def test_get_shows_the_estimate_and_the_reason_over_http(tmp_path, live, kind, r
         got = c.get(f"/v1/tickets/{ids[1]}").json()
         # 2 queued, the second: 4 players missing at roughly 6–12 players/s
         assert 0.2 <= got["estimated_wait_s"] <= 0.8, got
-        assert c.get(f"/v1/tickets/{ids[0]}").json()["estimated_wait_s"] == got["estimated_wait_s"]
+        # the first ticket waits for the same 4 players (the rate drifts down a little between the reads)
+        assert c.get(f"/v1/tickets/{ids[0]}").json()["estimated_wait_s"] == pytest.approx(got["estimated_wait_s"],
+                                                                                          abs=0.25)
         assert rt.store.set_unmatched_reason("small", ids[0], "only 2 players queued in pool small; a match needs 6")
         assert c.get(f"/v1/tickets/{ids[0]}").json()["unmatched_reason"].startswith("only 2 players")
         # a cancelled ticket has neither
