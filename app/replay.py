@@ -374,10 +374,11 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def reason_kind(reason: str | None) -> str:
-    """A reason with its numbers and names of places left out, to count reasons of one kind together."""
+    """A reason with its numbers (as N) and its parenthesized details left out, to count reasons of one
+    kind together."""
     if not reason:
         return "no reason recorded (fewer than a match's worth of players, or too few ticks)"
-    return re.sub(r"\d+(\.\d+)?", "N", reason.split(" (")[0])
+    return re.sub(r"\d+(\.\d+)?", "N", re.sub(r" \([^)]*\)", "", reason))
 
 
 def summarize(res: SimResult) -> dict[str, Any]:
