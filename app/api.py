@@ -65,8 +65,8 @@ class TicketOut(BaseModel):
                                                          "longer fits its pool's model or rules.")
     estimated_wait_s: float | None = Field(
         default=None, description="GET of a queued ticket: seconds until its match is expected, from the pool's recent "
-                                  "throughput and the ticket's place in the queue; null while unknown (fewer than two "
-                                  "matches in the pool's last 120 s).")
+                                  "throughput and the ticket's place in the queue; null while unknown (matches in fewer "
+                                  "than two distinct seconds of the pool's last 120 s).")
     unmatched_reason: str | None = Field(
         default=None, description="Why a queued ticket is not matched yet, once it stayed unmatched for "
                                   "MGMATCH_REASON_AFTER_TICKS matchmaker ticks (e.g. \"not enough healer players: a "

@@ -89,9 +89,10 @@ class Keys:
         return f"{self._pool(pool)}:leader"
 
     def throughput(self, pool: str) -> str:
-        """ZSET of the pool's recently committed matches, member ``<players>:<token>`` scored by the commit's
-        Redis TIME: trimmed to THROUGHPUT_WINDOW_S on every write, expiring after two idle windows.
-        Solver workers write it, API processes read it for ``estimated_wait_s``."""
+        """HASH whole second of Redis TIME → players matched in that second (HINCRBY per committed match):
+        seconds older than THROUGHPUT_WINDOW_S are dropped once the hash holds more than that many, and
+        the key expires after two idle windows, so it never holds more than ~120 fields. Solver workers
+        write it, API processes read it (HGETALL, in the wait-estimate script) for ``estimated_wait_s``."""
         return f"{self._pool(pool)}:throughput"
 
     def inference_requests(self) -> str:

@@ -212,7 +212,8 @@ def _with_wait(rt: Runtime, t: Ticket, out: dict[str, Any], inputs: WaitInputs |
 async def ticket_status(rt: Runtime, t: Ticket) -> dict[str, Any]:
     """A ticket as GET returns it: :func:`ticket_out`, plus ``estimated_wait_s`` while it is queued
     (seconds, from the pool's recent throughput and the ticket's place in the queue; null while the
-    pool has formed fewer than two matches in the last THROUGHPUT_WINDOW_S), see :mod:`mgmatch.app.waits`."""
+    pool formed matches in fewer than two distinct seconds of the last THROUGHPUT_WINDOW_S), see
+    :mod:`mgmatch.app.waits`."""
     inputs = await rt.store.await_inputs(t.pool, t.id) if t.status == "queued" and t.pool in rt.pools else None
     return _with_wait(rt, t, ticket_out(t), inputs)
 

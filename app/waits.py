@@ -13,8 +13,9 @@ pool both go at μ (what arrives is what is matched), so::
 
 That is the time until the missing players arrive while the queue is shorter than a match
 (the usual state of a pool that keeps up), and the time to drain the players ahead when it is
-backlogged; it is capped at the ticket's remaining TTL (it cannot wait longer). It is ``None`` (unknown) while the pool has formed fewer than two matches in the
-window, and for a ticket that is not queued.
+backlogged; it is capped at the ticket's remaining TTL (it cannot wait longer). It is ``None``
+(unknown) while the pool formed matches in fewer than two distinct seconds of the window, and for a
+ticket that is not queued.
 
 **Reasons** (:func:`diagnose`). After ``MGMATCH_REASON_AFTER_TICKS`` ticks in which a ticket was a
 candidate of its pool's matchmaker without being matched, the matchmaker checks the pool's rules

@@ -216,8 +216,10 @@ class Store(ABC):
 
     @abstractmethod
     def record_matched(self, pool: str, players: int, now: float | None = None) -> None:
-        """Add one committed match of ``players`` players to the pool's throughput record (trimmed to
-        THROUGHPUT_WINDOW_S). ``now`` is honoured by the in-memory store; Redis uses its TIME."""
+        """Add one committed match of ``players`` players to the pool's throughput record: players per
+        whole second of the clock, the seconds older than THROUGHPUT_WINDOW_S dropped (so a read costs
+        at most ~120 entries however busy the pool). ``now`` is honoured by the in-memory store; Redis
+        uses its TIME."""
 
     @abstractmethod
     def wait_inputs(self, pool: str, ticket_id: str) -> WaitInputs:
@@ -237,14 +239,15 @@ class Store(ABC):
 THROUGHPUT_WINDOW_S = 120.0
 
 
-def rate_of(samples: list[tuple[float, int]], now: float, window_s: float = THROUGHPUT_WINDOW_S) -> float | None:
-    """Players matched per second from (time, players) samples: the players of every sample after the
-    oldest one in the window, over the time since that oldest one. None (unknown) with fewer than two
-    samples in the window, so one early match does not read as an infinite rate."""
-    recent = sorted((t, n) for t, n in samples if now - window_s <= t <= now + 1e-9)
+def rate_of(buckets: list[tuple[int, int]], now: float, window_s: float = THROUGHPUT_WINDOW_S) -> float | None:
+    """Players matched per second from (whole second, players matched in it) buckets: the players of
+    every bucket after the oldest one in the window, over the time since the middle of that oldest
+    second. None (unknown) with fewer than two seconds with matches in the window, so one early match
+    does not read as an infinite rate."""
+    recent = sorted((s, n) for s, n in buckets if now - window_s <= s + 1 and s <= now)
     if len(recent) < 2:
         return None
-    span = now - recent[0][0]
+    span = now - min(recent[0][0] + 0.5, now)
     if span <= 0:
         return None
     return sum(n for _, n in recent[1:]) / span

@@ -6,6 +6,7 @@ clock of :mod:`mgmatch.app.replay`); there is no other clock to agree with.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -23,7 +24,7 @@ class MemoryStore(Store):
 
     def __init__(self, max_events: int = 10_000, clock: Callable[[], float] = time.time):
         self._clock = clock
-        self._matched: dict[str, deque[tuple[float, int]]] = {}  # pool → (time, players) of recent matches
+        self._matched: dict[str, dict[int, int]] = {}  # pool → whole second → players matched in it
         self._t: dict[str, Ticket] = {}
         self._idem: dict[tuple[str, str], tuple[str, float]] = {}
         # per pool, the queued tickets as (created_at, id), FIFO, and as (expires_at, id) for the reaper:
@@ -235,10 +236,12 @@ class MemoryStore(Store):
     def record_matched(self, pool: str, players: int, now: float | None = None) -> None:
         now = self._clock() if now is None else now
         with self._lock:
-            q = self._matched.setdefault(pool, deque())
-            q.append((now, int(players)))
-            while q and q[0][0] < now - THROUGHPUT_WINDOW_S:
-                q.popleft()
+            buckets = self._matched.setdefault(pool, {})
+            second = math.floor(now)
+            buckets[second] = buckets.get(second, 0) + int(players)
+            if len(buckets) > THROUGHPUT_WINDOW_S + 2:
+                for s in [s for s in buckets if s + 1 < now - THROUGHPUT_WINDOW_S]:
+                    del buckets[s]
 
     def wait_inputs(self, pool: str, ticket_id: str) -> WaitInputs:
         now = self._clock()
@@ -251,7 +254,7 @@ class MemoryStore(Store):
                 rank = i if i < len(queue) and queue[i] == (t.created_at, t.id) else None
             live_players = sum(1 for k in self._players if k[0] == pool)
             live_tickets = len(queue) + len(self._pending.get(pool, ()))
-            rate = rate_of(list(self._matched.get(pool, ())), now)
+            rate = rate_of(list(self._matched.get(pool, {}).items()), now)
         return WaitInputs(rank, len(queue), live_players, live_tickets, rate, now)
 
     def set_unmatched_reason(self, pool: str, ticket_id: str, reason: str | None) -> bool:

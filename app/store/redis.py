@@ -24,7 +24,6 @@ import inspect
 import json
 import logging
 import time
-import uuid
 from importlib import resources
 from typing import Any
 
@@ -586,18 +585,17 @@ class RedisStore(Store):
 
     def record_matched(self, pool: str, players: int, now: float | None = None) -> None:
         """One committed match at Redis TIME (``now`` is ignored: the server's clock decides)."""
-        self._script("record_matched")(keys=[self.keys.throughput(pool)],
-                                       args=[int(players), uuid.uuid4().hex[:12], THROUGHPUT_WINDOW_S])
+        self._script("record_matched")(keys=[self.keys.throughput(pool)], args=[int(players), THROUGHPUT_WINDOW_S])
 
     def _wait_kv(self, pool: str, ticket_id: str) -> dict[str, list]:
         k = self.keys
         return {"keys": [k.queue(pool), k.pending(pool), k.players(pool), k.throughput(pool)],
-                "args": [ticket_id, THROUGHPUT_WINDOW_S]}
+                "args": [ticket_id]}
 
     @staticmethod
     def _wait_reply(out: list) -> WaitInputs:
         rank, depth, pending, players, now, flat = out
-        samples = [(float(flat[i + 1]), int(str(flat[i]).split(":", 1)[0])) for i in range(0, len(flat), 2)]
+        samples = [(int(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2)]
         rank = int(rank)
         return WaitInputs(rank if rank >= 0 else None, int(depth), int(players), int(depth) + int(pending),
                           rate_of(samples, float(now)), float(now))

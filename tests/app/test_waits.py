@@ -42,13 +42,13 @@ def _queue(store, n, pool="p", party=1, start=0):
 # --------------------------------------------------------------------------- the store's record
 
 
-def test_rate_needs_two_matches_in_the_window_and_counts_those_after_the_first():
+def test_rate_needs_two_seconds_with_matches_in_the_window_and_counts_those_after_the_first():
     assert rate_of([], 100.0) is None
-    assert rate_of([(99.0, 6)], 100.0) is None
-    # players of the matches after the oldest one, over the time since it
-    assert rate_of([(90.0, 6), (95.0, 6), (100.0, 6)], 100.0) == pytest.approx(12 / 10)
-    # a match older than the window is not counted
-    assert rate_of([(100.0 - THROUGHPUT_WINDOW_S - 1, 6), (99.0, 6)], 100.0) is None
+    assert rate_of([(99, 12)], 100.0) is None  # one second of matches (however many): still unknown
+    # players of the seconds after the oldest one, over the time since the middle of that oldest second
+    assert rate_of([(90, 6), (95, 6), (100, 6)], 100.2) == pytest.approx(12 / 9.7)
+    # a second older than the window is not counted
+    assert rate_of([(100 - int(THROUGHPUT_WINDOW_S) - 2, 6), (99, 6)], 100.0) is None
 
 
 def test_wait_inputs_read_place_queue_players_and_throughput(store):
@@ -59,11 +59,13 @@ def test_wait_inputs_read_place_queue_players_and_throughput(store):
     assert first.rate is None  # no matches yet
     assert store.wait_inputs("p", party[1]).rank == 4
     store.record_matched("p", 6)
-    assert store.wait_inputs("p", solo[0]).rate is None  # one match: still unknown
-    time.sleep(0.2)
+    store.record_matched("p", 6)
+    assert store.wait_inputs("p", solo[0]).rate is None  # matches in one second only: still unknown
+    time.sleep(1.05)
     store.record_matched("p", 6)
     rate = store.wait_inputs("p", solo[0]).rate
-    assert rate is not None and 6 / 1.0 < rate < 6 / 0.15  # 6 players over the ~0.2 s since the first match
+    # 6 players over the 0.55–1.6 s since the middle of the first second
+    assert rate is not None and 6 / 1.6 < rate < 6 / 0.55
     # a claimed (proposed) ticket is not in the queue: no rank; it still counts as live
     assert store.claim("p", [solo[0]], "m1", time.time() + 30)
     out = store.wait_inputs("p", solo[0])
@@ -285,7 +287,10 @@ def test_matchmaker_stores_a_reason_after_the_unmatched_ticks_and_records_throug
         assert rt.store.get(ids[0]).unmatched_reason is None  # 2 ticks: not yet
         mm.tick()
         assert rt.store.get(ids[0]).unmatched_reason == "only 4 players queued in pool small; a match needs 6"
-        # two matches form: the throughput becomes known and the matched tickets show no reason
+        # two matches form (the runner's clock puts them 2 s apart): the throughput becomes known, and the
+        # matched tickets show no reason
+        ticks = iter([now - 4.0, now - 2.0])
+        rt.runner.clock = lambda: next(ticks)
         more = [rt.store.create(Ticket(new_ticket_id("small"), "small",
                                        [{"id": f"b{i}", "features": features(i)}], now, now + 60))[0].id
                 for i in range(8)]
@@ -332,11 +337,11 @@ def test_get_shows_the_estimate_and_the_reason_over_http(tmp_path, live, kind, r
         got = c.get(f"/v1/tickets/{ids[1]}").json()
         assert got["status"] == "queued" and got["estimated_wait_s"] is None and "unmatched_reason" not in got
         rt.store.record_matched("small", 6)
-        time.sleep(0.5)
-        rt.store.record_matched("small", 6)  # about 12 players/s
+        time.sleep(1.05)
+        rt.store.record_matched("small", 6)  # 6 players over 0.55–1.6 s
         got = c.get(f"/v1/tickets/{ids[1]}").json()
-        # 2 queued, the second: 4 players missing at roughly 6–12 players/s
-        assert 0.2 <= got["estimated_wait_s"] <= 0.8, got
+        # 2 queued, the second: 4 players missing at 3.75–11 players/s
+        assert 0.3 <= got["estimated_wait_s"] <= 1.1, got
         # the first ticket waits for the same 4 players (the rate drifts down a little between the reads)
         assert c.get(f"/v1/tickets/{ids[0]}").json()["estimated_wait_s"] == pytest.approx(got["estimated_wait_s"],
                                                                                           abs=0.25)
@@ -370,7 +375,7 @@ def test_get_shows_the_estimate_and_the_reason_over_grpc(tmp_path):
         rt.store.record_matched("small", 6, now)
         rt.store.set_unmatched_reason("small", t.id, "only 1 players queued in pool small; a match needs 6")
         got = stub.GetTicket(pb.TicketRef(id=t.id))
-        assert got.estimated_wait_s == pytest.approx(5 / 6, abs=0.1)  # 5 missing at ~6 players/s
+        assert 0.4 <= got.estimated_wait_s <= 1.3  # 5 missing at 6 players over 0.5–1.5 s
         assert got.unmatched_reason.startswith("only 1 players")
     finally:
         channel.close()
