@@ -139,7 +139,8 @@ def read_stream(path: str | Path) -> list[Arrival]:
 
 def check_stream(arrivals: list[Arrival], config: ServiceConfig, where: str = "tickets") -> None:
     """Every ticket's pool exists in ``config`` and its players fit that pool (model width, rule fields,
-    party size); player ids are not in two tickets at once is left to the store (a conflict is counted)."""
+    party size). A player queued in two tickets at once is not an error of the file: the store refuses
+    the second ticket, as the API would, and the run counts it (``refused``)."""
     pools = {p.name: p for p in config.pools}
     for a in arrivals:
         pool = pools.get(a.pool)
