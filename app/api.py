@@ -70,6 +70,14 @@ class TicketOut(BaseModel):
     match: MatchOut | None = None
     reason: str | None = Field(default=None, description="Why an expired ticket ended before its TTL, e.g. it no "
                                                          "longer fits its pool's model or rules.")
+    estimated_wait_s: float | None = Field(
+        default=None, description="GET of a queued ticket: seconds until its match is expected, from the pool's recent "
+                                  "throughput and the ticket's place in the queue; null while unknown (matches in fewer "
+                                  "than two distinct seconds of the pool's last 120 s).")
+    unmatched_reason: str | None = Field(
+        default=None, description="Why a queued ticket is not matched yet, once it stayed unmatched for "
+                                  "MGMATCH_REASON_AFTER_TICKS matchmaker ticks (e.g. \"not enough healer players: a "
+                                  "match needs 6 players who play healer, 4 queued\").")
 
 
 class BackfillOut(BaseModel):
@@ -280,7 +288,7 @@ def create_app(rt: Runtime) -> FastAPI:
              responses=_errors(404, *_V1_ERRORS))
     async def get_ticket(request: Request, ticket_id: str):
         t = await rt.store.aget(service.lookup_id(ticket_id))
-        return JSONResponse(ticket_out(service.owned(t, ticket_id, _owner(request))))
+        return JSONResponse(await service.ticket_status(rt, service.owned(t, ticket_id, _owner(request))))
 
     @app.delete("/v1/tickets/{ticket_id}", tags=["tickets"], response_model=TicketOut,
                 responses=_errors(404, 409, *_V1_ERRORS), summary="Cancel a queued or proposed ticket.")

@@ -208,9 +208,10 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
         owner = self._guard(context)
         try:
             t = service.owned(self.rt.store.get(service.lookup_id(request.id, "id")), request.id, owner, "id")
+            out = service.ticket_status_sync(self.rt, t)
         except _KNOWN as err:
             self._fail(context, err)
-        return ticket_message(ticket_out(t))
+        return ticket_message(out)
 
     @_observed
     def CancelTicket(self, request: pb.TicketRef, context) -> pb.Ticket:

@@ -110,6 +110,13 @@ class Keys:
         trims it by age (the retention) and to ``MGMATCH_MATCH_MAX_COUNT`` entries, deleting the trimmed hashes."""
         return f"{self._pool(pool)}:matches"
 
+    def throughput(self, pool: str) -> str:
+        """HASH whole second of Redis TIME → players matched in that second (HINCRBY per committed match):
+        seconds older than THROUGHPUT_WINDOW_S are dropped once the hash holds more than that many, and
+        the key expires after two idle windows, so it never holds more than ~120 fields. Solver workers
+        write it, API processes read it (HGETALL, in the wait-estimate script) for ``estimated_wait_s``."""
+        return f"{self._pool(pool)}:throughput"
+
     def inference_requests(self) -> str:
         """STREAM of predictor requests (group ``inference``); not pool-bound, its own shard."""
         return f"{self.prefix}:{{infer}}:req"

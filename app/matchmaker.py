@@ -33,7 +33,8 @@ from .ab import Experiments, plan_for
 from .backfill import Backfiller
 from .config import PoolConfig
 from .engine import Engine, seed_of
-from .store import MatchRecord, MatchResult, Store, Ticket
+from .store import MatchRecord, MatchResult, Store, StoreUnavailable, Ticket
+from .waits import diagnose
 
 log = logging.getLogger("mgmatch.matchmaker")
 
@@ -146,14 +147,23 @@ class JobRunner:
     and left out, so one bad ticket never stalls its pool.
     """
 
-    def __init__(self, pools: dict[str, PoolConfig], store: Store, engine: Engine, experiments: Experiments):
+    def __init__(self, pools: dict[str, PoolConfig], store: Store, engine: Engine, experiments: Experiments,
+                 clock=time.time):
         self.pools, self.store, self.engine, self.experiments = pools, store, engine, experiments
         self._logged: dict[str, float] = {}
+        self.clock = clock  # wall clock; the replay driver injects a simulated one
 
     def _reject(self, job: Job, tid: str, reason: str) -> None:
         if self.store.expire_ticket(job.pool, tid, job.claim_id, reason):
             metrics.TICKET_EVENTS.labels(job.pool, "rejected").inc()
             log.warning("pool %s: ticket %s expired: %s", job.pool, tid, reason)
+
+    def _record_matched(self, pool: str, players: int, now: float) -> None:
+        """Feed the pool's throughput record (wait estimates); advisory, so an unreachable store only logs."""
+        try:
+            self.store.record_matched(pool, players, now)
+        except StoreUnavailable as err:
+            log.warning("pool %s: throughput not recorded: %s", pool, err)
 
     def run(self, job: Job) -> int:
         """Returns the number of matches committed. Every claimed ticket ends matched, queued, or
@@ -181,7 +191,7 @@ class JobRunner:
             while k < max(1, job.max_matches):
                 if sum(len(t.players) for t in remaining) < pool.match_size:
                     break
-                now = time.time()
+                now = self.clock()
                 # the key is deterministic (arm and seed); the id also carries this run's token. A takeover
                 # fences the claim (new id), so after it only the new runner commits; matches the slow
                 # runner committed before it stand, and the token keeps their ids apart in any case
@@ -243,7 +253,7 @@ class JobRunner:
                                           or not prefer_joint(pool.match_size, players, M)):
             return None  # auto: only where the bench measured joint ahead (against model-free one-at-a-time)
         plan = plan_for(pool, None)
-        now = time.time()
+        now = self.clock()
         try:
             obj, owner = instance_object(pool, remaining, now)
             inst = parse_instance(obj)
@@ -275,6 +285,7 @@ class JobRunner:
         if not self.store.commit(job.pool, job.claim_id, selected, [], result, record):
             metrics.CLAIM_CONFLICTS.labels(job.pool, "commit").inc()
             return False, rest
+        self._record_matched(job.pool, sum(len(team) for team in sol.teams), now)
         method, arm = sol.method or plan.method, plan.arm or metrics.NO_ARM
         metrics.MATCHES.labels(job.pool, method, arm).inc()
         metrics.PLAYERS_MATCHED.labels(job.pool, method, arm).inc(sum(len(team) for team in sol.teams))
@@ -288,8 +299,13 @@ class Matchmaker:
     """The loop of one pool: reap, decide, claim, hand the job on (run it here or publish it)."""
 
     def __init__(self, pool: PoolConfig, store: Store, runner: JobRunner | None, experiments: Experiments,
-                 publish=None, backlog=None, tick_s: float = 0.05, engine: Engine | None = None):
+                 publish=None, backlog=None, tick_s: float = 0.05, engine: Engine | None = None,
+                 reason_after_ticks: int = 20):
         self.pool, self.store, self.runner, self.experiments = pool, store, runner, experiments
+        # unmatched reasons: ticks each window ticket has spent unmatched, and the reason last stored
+        self.reason_after_ticks = reason_after_ticks
+        self._unmatched: dict[str, int] = {}
+        self._reasons: dict[str, str] = {}
         self.publish = publish  # callable(pool, job_json) → None; None = run jobs in this thread
         self.backlog = backlog  # callable(pool) → the pool's jobs waiting or running; None = no backpressure
         self.tick_s = tick_s
@@ -377,6 +393,7 @@ class Matchmaker:
         split = exp is not None and exp.config.key == "player"
         for t, w in self.window(now):
             groups.setdefault(t.arm if split else None, []).append((t, w))
+        self._explain(groups, now)
         for arm, group in groups.items():
             ids = frozenset(t.id for t, _ in group)
             barren = self._barren.get(arm)
@@ -402,6 +419,44 @@ class Matchmaker:
             else:
                 self._barren[arm] = (ids, now)
         return done
+
+    #: at most this many tickets are diagnosed per tick (the rest on later ticks)
+    max_diagnoses_per_tick = 32
+
+    def _explain(self, groups: dict[str | None, list[tuple[Ticket, Waiting]]], now: float) -> None:
+        """Count one more unmatched tick for every ticket of the window; a ticket at a multiple of
+        ``reason_after_ticks`` gets its reason diagnosed against its group and stored when it changed."""
+        if self.reason_after_ticks <= 0:
+            return
+        live: set[str] = set()
+        due: list[tuple[Ticket, list[Ticket], str | None]] = []
+        for arm, group in groups.items():
+            tickets = [t for t, _ in group]
+            for t in tickets:
+                live.add(t.id)
+                n = self._unmatched.get(t.id, 0) + 1
+                self._unmatched[t.id] = n
+                if n % self.reason_after_ticks == 0:
+                    due.append((t, tickets, arm))
+        for tid in [k for k in self._unmatched if k not in live]:
+            del self._unmatched[tid]
+            self._reasons.pop(tid, None)
+        candidates: dict[str | None, set[str] | None] = {}
+        for t, tickets, arm in due[: self.max_diagnoses_per_tick]:
+            if arm not in candidates:  # what a solve would consider now (the policy's selection), once per group
+                select = getattr(self._policy(arm), "select", None)
+                candidates[arm] = (None if select is None else
+                                   {w.ticket_id for w in select([w for _, w in groups[arm]], now)})
+            try:
+                barren = self._barren.get(arm)
+                why = diagnose(self.pool, t, [o for o in tickets if o.id != t.id], candidates[arm],
+                               solved_empty=barren is not None and t.id in barren[0])
+            except (KeyError, TypeError, ValueError) as err:  # a malformed stored field: say so, keep the loop going
+                why = f"cannot diagnose: {type(err).__name__}: {err}"
+            if self._reasons.get(t.id) != why and self.store.set_unmatched_reason(self.pool.name, t.id, why):
+                self._reasons[t.id] = why
+        for t, _, _ in due[self.max_diagnoses_per_tick:]:  # not diagnosed this tick: try again on the next one
+            self._unmatched[t.id] -= 1
 
     def run_forever(self) -> None:
         metrics.WORKER_UP.labels(f"matchmaker-{self.pool.name}").set(1)

@@ -212,7 +212,8 @@ class Runtime:
         """Run every pool's matchmaker (and its solves) as threads of this process."""
         self.warm()
         for p in self.config.pools:
-            mm = Matchmaker(p, self.store, self.runner, self.experiments, tick_s=tick_s)
+            mm = Matchmaker(p, self.store, self.runner, self.experiments, tick_s=tick_s,
+                            reason_after_ticks=self.settings.reason_after_ticks)
             mm.start()
             self.matchmakers.append(mm)
         if isinstance(self.predictors, Predictors):

@@ -40,6 +40,8 @@ from .ab import Plan, plan_for
 from .config import SOLVE_POOL
 from .runtime import Runtime, SolvePoolFull
 from .store import Backfill, Conflict, StoreUnavailable, Ticket, match_pool, new_ticket_id
+from .store.base import WaitInputs
+from .waits import estimate_wait
 
 #: longest idempotency key and A/B key (body or header)
 MAX_KEY_CHARS = 128
@@ -205,7 +207,32 @@ def ticket_out(t: Ticket) -> dict[str, Any]:
         out["reason"] = t.reason
     if t.status == "matched" and t.result and t.result.get("backfill_id"):
         out["match"]["backfill_id"] = t.result["backfill_id"]
+    if t.unmatched_reason and t.status in ("queued", "proposed"):
+        out["unmatched_reason"] = t.unmatched_reason
     return out
+
+
+def _with_wait(rt: Runtime, t: Ticket, out: dict[str, Any], inputs: WaitInputs | None) -> dict[str, Any]:
+    if t.status == "queued":
+        pool = rt.pools.get(t.pool)
+        out["estimated_wait_s"] = (None if pool is None or inputs is None
+                                   else estimate_wait(inputs, len(t.players), pool.match_size, t.expires_at))
+    return out
+
+
+async def ticket_status(rt: Runtime, t: Ticket) -> dict[str, Any]:
+    """A ticket as GET returns it: :func:`ticket_out`, plus ``estimated_wait_s`` while it is queued
+    (seconds, from the pool's recent throughput and the ticket's place in the queue; null while the
+    pool formed matches in fewer than two distinct seconds of the last THROUGHPUT_WINDOW_S), see
+    :mod:`mgmatch.app.waits`."""
+    inputs = await rt.store.await_inputs(t.pool, t.id) if t.status == "queued" and t.pool in rt.pools else None
+    return _with_wait(rt, t, ticket_out(t), inputs)
+
+
+def ticket_status_sync(rt: Runtime, t: Ticket) -> dict[str, Any]:
+    """:func:`ticket_status` for the synchronous gRPC front end."""
+    inputs = rt.store.wait_inputs(t.pool, t.id) if t.status == "queued" and t.pool in rt.pools else None
+    return _with_wait(rt, t, ticket_out(t), inputs)
 
 
 # --------------------------------------------------------------------------- solve

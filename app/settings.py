@@ -70,6 +70,10 @@ class Settings(BaseSettings):
                                                  "/v1/matches/{id}/result and `mgmatch export-log`.")
     match_max_count: int = Field(default=10_000, ge=1, le=10_000_000,
                                  description="Most match records kept per pool; the oldest go first.")
+    reason_after_ticks: int = Field(default=20, ge=0, le=1_000_000,
+                                    description="After this many matchmaker ticks unmatched (every 50 ms), a queued "
+                                                "ticket's GET shows unmatched_reason, diagnosed from the pool's rules "
+                                                "against the queue (re-checked every as many ticks); 0 = off.")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     @field_validator("api_keys", mode="before")

@@ -65,6 +65,7 @@ class Ticket:
     result: dict[str, Any] | None = None  # set when matched: teams, team, region, method, arm, model_version
     owner: str | None = None  # client identity (API key digest) that created it; other clients see 404
     reason: str | None = None  # why a ticket ended expired without its TTL running out (e.g. it no longer fits its pool)
+    unmatched_reason: str | None = None  # why the matchmaker has not matched it yet (set after some unmatched ticks)
 
     def view(self, now: float | None = None) -> Ticket:
         """The ticket as a reader sees it: a queued ticket past its TTL reads as expired."""
@@ -90,7 +91,7 @@ class Ticket:
                       ab_key=d.get("ab_key"), attributes=d.get("attributes") or {}, match_id=f.get("match_id") or None,
                       lease_until=float(lease) if lease else None,
                       result=json.loads(f["result"]) if f.get("result") else None, owner=d.get("owner"),
-                      reason=f.get("reason") or None)
+                      reason=f.get("reason") or None, unmatched_reason=f.get("unmatched") or None)
 
 
 def match_pool(match_id: str) -> str | None:
@@ -392,6 +393,59 @@ class Store(ABC):
 
     def close(self) -> None:
         return None
+
+    # ------------------------------------------------------------------ wait estimates and unmatched reasons
+    # (throughput is written by whoever commits matches and read by every API process: it lives in the store)
+
+    @abstractmethod
+    def record_matched(self, pool: str, players: int, now: float | None = None) -> None:
+        """Add one committed match of ``players`` players to the pool's throughput record: players per
+        whole second of the clock, the seconds older than THROUGHPUT_WINDOW_S dropped (so a read costs
+        at most ~120 entries however busy the pool). ``now`` is honoured by the in-memory store; Redis
+        uses its TIME."""
+
+    @abstractmethod
+    def wait_inputs(self, pool: str, ticket_id: str) -> WaitInputs:
+        """What a ticket's wait estimate needs, read at once: its place in the queue, the queue's size
+        in tickets and players, and the pool's recent throughput."""
+
+    async def await_inputs(self, pool: str, ticket_id: str) -> WaitInputs:
+        return self.wait_inputs(pool, ticket_id)
+
+    @abstractmethod
+    def set_unmatched_reason(self, pool: str, ticket_id: str, reason: str | None) -> bool:
+        """Record (or clear, with None) why a queued ticket is not matched yet; False (nothing written)
+        when the ticket is unknown or no longer queued/proposed."""
+
+
+#: the throughput record covers this many seconds of committed matches
+THROUGHPUT_WINDOW_S = 120.0
+
+
+def rate_of(buckets: list[tuple[int, int]], now: float, window_s: float = THROUGHPUT_WINDOW_S) -> float | None:
+    """Players matched per second from (whole second, players matched in it) buckets: the players of
+    every bucket after the oldest one in the window, over the time since the middle of that oldest
+    second. None (unknown) with fewer than two seconds with matches in the window, so one early match
+    does not read as an infinite rate."""
+    recent = sorted((s, n) for s, n in buckets if now - window_s <= s + 1 and s <= now)
+    if len(recent) < 2:
+        return None
+    span = now - min(recent[0][0] + 0.5, now)
+    if span <= 0:
+        return None
+    return sum(n for _, n in recent[1:]) / span
+
+
+@dataclass(frozen=True)
+class WaitInputs:
+    """One read of what a wait estimate needs (see :func:`mgmatch.app.waits.estimate_wait`)."""
+
+    rank: int | None          # tickets ahead of this one in the queue (None: it is not queued)
+    queued_tickets: int       # tickets in the queue
+    live_players: int         # players with a live (queued or proposed) ticket in the pool
+    live_tickets: int         # queued + proposed tickets (players per ticket = live_players / live_tickets)
+    rate: float | None        # players matched per second recently (None: unknown)
+    now: float | None = None  # the store's clock when it was read (Redis TIME), for the ticket's remaining TTL
 
 
 def wait_reachable(ping: Callable[[], bool], wait_s: float, what: str, stop: threading.Event | None = None,

@@ -1,14 +1,17 @@
 """The in-memory store: everything in one process, behind one lock (the embedded default).
 
-Times come from this process's clock (``time.time()``); there is no other clock to agree with.
+Times come from this process's clock (``time.time()``, or the ``clock`` given, e.g. the simulated
+clock of :mod:`mgmatch.app.replay`); there is no other clock to agree with.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
@@ -18,12 +21,15 @@ from .base import (
     MATCH_MAX_COUNT,
     MATCH_RETENTION_S,
     RETENTION_S,
+    THROUGHPUT_WINDOW_S,
     Backfill,
     Conflict,
     MatchRecord,
     MatchResult,
     Store,
     Ticket,
+    WaitInputs,
+    rate_of,
 )
 
 
@@ -31,7 +37,9 @@ class MemoryStore(Store):
     """Everything in one process, behind one lock. The embedded default."""
 
     def __init__(self, max_events: int = 10_000, match_retention_s: float = MATCH_RETENTION_S,
-                 match_max_count: int = MATCH_MAX_COUNT):
+                 match_max_count: int = MATCH_MAX_COUNT, clock: Callable[[], float] = time.time):
+        self._clock = clock
+        self._matched: dict[str, dict[int, int]] = {}  # pool → whole second → players matched in it
         self.match_retention_s, self.match_max_count = float(match_retention_s), int(match_max_count)
         self._matches: dict[tuple[str, str], MatchRecord] = {}  # (pool, match id) → record
         self._match_index: dict[str, SortedList] = {}  # pool → (time, match id), oldest first
@@ -50,7 +58,7 @@ class MemoryStore(Store):
         self.events: deque[dict[str, Any]] = deque(maxlen=max_events)
 
     def _event(self, kind: str, t: Ticket, **extra) -> None:
-        self.events.append({"event": kind, "ticket": t.id, "pool": t.pool, "ts": time.time(), **extra})
+        self.events.append({"event": kind, "ticket": t.id, "pool": t.pool, "ts": self._clock(), **extra})
 
     def _free_players(self, t: Ticket) -> None:
         """Forget the ticket's players, each only while it still names this ticket."""
@@ -68,11 +76,11 @@ class MemoryStore(Store):
         with self._lock:
             if idempotency_key is not None:
                 hit = self._idem.get((ticket.pool, idempotency_key))
-                if hit is not None and hit[1] > time.time() and hit[0] in self._t:
-                    return self._t[hit[0]].view(), False
+                if hit is not None and hit[1] > self._clock() and hit[0] in self._t:
+                    return self._t[hit[0]].view(self._clock()), False
             for p in ticket.players:
                 other = self._players.get((ticket.pool, p["id"]))
-                if other is not None and other in self._t and self._t[other].view().status in ("queued", "proposed"):
+                if other is not None and other in self._t and self._t[other].view(self._clock()).status in ("queued", "proposed"):
                     raise Conflict(f"player {p['id']!r} is already queued in ticket {other}")
             for p in ticket.players:
                 self._players[(ticket.pool, p["id"])] = ticket.id
@@ -85,9 +93,10 @@ class MemoryStore(Store):
 
     def _readable(self, ticket_id: str) -> Ticket | None:
         t = self._t.get(ticket_id)
-        if t is None or time.time() > t.expires_at + RETENTION_S:
+        now = self._clock()
+        if t is None or now > t.expires_at + RETENTION_S:
             return None
-        return t.view()
+        return t.view(now)
 
     def get(self, ticket_id: str) -> Ticket | None:
         with self._lock:
@@ -102,7 +111,7 @@ class MemoryStore(Store):
             t = self._t.get(ticket_id)
             if t is None:
                 return None
-            v = t.view()
+            v = t.view(self._clock())
             if v.status not in ("queued", "proposed"):
                 raise Conflict(f"ticket is {v.status}")
             if t.status == "queued":
@@ -114,7 +123,7 @@ class MemoryStore(Store):
             return t
 
     def queued(self, pool: str, limit: int = 10_000) -> list[Ticket]:
-        now = time.time()
+        now = self._clock()
         with self._lock:
             out = []
             for _, tid in self._queues.get(pool, ()):
@@ -134,7 +143,7 @@ class MemoryStore(Store):
             return len(self._queues.get(pool, ()))
 
     def claim(self, pool: str, ticket_ids: list[str], match_id: str, lease_until: float) -> bool:
-        now = time.time()
+        now = self._clock()
         with self._lock:
             for tid in ticket_ids:
                 t = self._t.get(tid)
@@ -219,7 +228,7 @@ class MemoryStore(Store):
             return True
 
     def reap(self, pool: str, now: float | None = None) -> tuple[int, int]:
-        now = time.time() if now is None else now
+        now = self._clock() if now is None else now
         expired = released = 0
         with self._lock:
             due = self._expiry.get(pool, ())
@@ -257,7 +266,7 @@ class MemoryStore(Store):
     def get_backfill(self, backfill_id: str) -> Backfill | None:
         with self._lock:
             b = self._backfills.get(backfill_id)
-            if b is None or time.time() > b.expires_at + RETENTION_S:
+            if b is None or self._clock() > b.expires_at + RETENTION_S:
                 return None
             return b.view()
 
@@ -274,14 +283,14 @@ class MemoryStore(Store):
             return b
 
     def open_backfills(self, pool: str, limit: int = 100) -> list[Backfill]:
-        now = time.time()
+        now = self._clock()
         with self._lock:
             live = [b for bid in self._open_bf.get(pool, ()) if (b := self._backfills[bid]).expires_at > now]
         return sorted(live, key=lambda b: (b.expires_at, b.id))[:limit]
 
     def fill_backfill(self, pool: str, backfill_id: str, ticket_ids: list[str], assigned: list[list[str]],
                       results: dict[str, dict[str, Any]]) -> bool:
-        now = time.time()
+        now = self._clock()
         with self._lock:
             b = self._backfills.get(backfill_id)
             if b is None or b.pool != pool:
@@ -305,7 +314,7 @@ class MemoryStore(Store):
             return True
 
     def reap_backfills(self, pool: str, now: float | None = None) -> int:
-        now = time.time() if now is None else now
+        now = self._clock() if now is None else now
         n = 0
         with self._lock:
             for bid in list(self._open_bf.get(pool, ())):
@@ -322,7 +331,7 @@ class MemoryStore(Store):
 
     def _keep_match(self, pool: str, record: MatchRecord) -> None:
         """Store a committed match's record (a copy, stamped now) and trim the pool's records by age and count."""
-        now = time.time()
+        now = self._clock()
         rec = MatchRecord(**{**record.__dict__, "pool": pool, "time": now, "result": None, "result_at": None})
         index = self._match_index.setdefault(pool, SortedList())
         old = self._matches.pop((pool, rec.match_id), None)
@@ -336,7 +345,7 @@ class MemoryStore(Store):
 
     def _live_match(self, pool: str, match_id: str) -> MatchRecord | None:
         rec = self._matches.get((pool, match_id))
-        if rec is None or rec.time < time.time() - self.match_retention_s:
+        if rec is None or rec.time < self._clock() - self.match_retention_s:
             return None
         return rec
 
@@ -352,7 +361,7 @@ class MemoryStore(Store):
                 return None, False
             fresh = rec.result is None
             if fresh:
-                rec.result, rec.result_at = json.loads(json.dumps(result, allow_nan=False)), time.time()
+                rec.result, rec.result_at = json.loads(json.dumps(result, allow_nan=False)), self._clock()
             return MatchRecord(**rec.__dict__), fresh
 
     def match_index(self, pool: str, min_time: float, limit: int) -> list[tuple[str, float]]:
@@ -360,10 +369,44 @@ class MemoryStore(Store):
             index = self._match_index.get(pool)
             if not index or limit <= 0:
                 return []
-            low = max(min_time, time.time() - self.match_retention_s)
+            low = max(min_time, self._clock() - self.match_retention_s)
             return [(mid, t) for t, mid in islice(index.irange((low, "")), limit)]
 
     def get_matches(self, pool: str, match_ids: list[str]) -> list[MatchRecord | None]:
         with self._lock:
             return [None if (r := self._live_match(pool, mid)) is None else MatchRecord(**r.__dict__)
                     for mid in match_ids]
+
+    # ------------------------------------------------------------------ wait estimates and unmatched reasons
+
+    def record_matched(self, pool: str, players: int, now: float | None = None) -> None:
+        now = self._clock() if now is None else now
+        with self._lock:
+            buckets = self._matched.setdefault(pool, {})
+            second = math.floor(now)
+            buckets[second] = buckets.get(second, 0) + int(players)
+            if len(buckets) > THROUGHPUT_WINDOW_S + 2:
+                for s in [s for s in buckets if s + 1 < now - THROUGHPUT_WINDOW_S]:
+                    del buckets[s]
+
+    def wait_inputs(self, pool: str, ticket_id: str) -> WaitInputs:
+        now = self._clock()
+        with self._lock:
+            t = self._t.get(ticket_id)
+            queue = self._queues.get(pool, ())
+            rank = None
+            if t is not None and t.pool == pool and t.status == "queued":
+                i = queue.bisect_left((t.created_at, t.id))
+                rank = i if i < len(queue) and queue[i] == (t.created_at, t.id) else None
+            live_players = sum(1 for k in self._players if k[0] == pool)
+            live_tickets = len(queue) + len(self._pending.get(pool, ()))
+            rate = rate_of(list(self._matched.get(pool, {}).items()), now)
+        return WaitInputs(rank, len(queue), live_players, live_tickets, rate, now)
+
+    def set_unmatched_reason(self, pool: str, ticket_id: str, reason: str | None) -> bool:
+        with self._lock:
+            t = self._t.get(ticket_id)
+            if t is None or t.pool != pool or t.status not in ("queued", "proposed"):
+                return False
+            t.unmatched_reason = reason
+            return True

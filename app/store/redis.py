@@ -49,6 +49,7 @@ from ..keys import (
 from .base import (
     MATCH_MAX_COUNT,
     MATCH_RETENTION_S,
+    THROUGHPUT_WINDOW_S,
     Backfill,
     Conflict,
     MatchRecord,
@@ -56,7 +57,9 @@ from .base import (
     Store,
     StoreUnavailable,
     Ticket,
+    WaitInputs,
     pool_of,
+    rate_of,
 )
 
 log = logging.getLogger("mgmatch.store")
@@ -668,3 +671,43 @@ class RedisStore(Store):
         for mid in match_ids:
             pipe.hgetall(self.keys.match(pool, mid))
         return [MatchRecord.from_fields(f) if f.get("record") else None for f in pipe.execute()]
+
+    # ------------------------------------------------------------------ wait estimates and unmatched reasons
+
+    def _script(self, name: str):
+        """A script of ``lua/`` registered on first use (the wait-estimate scripts)."""
+        if name not in self._s:
+            self._s[name] = self.r.register_script(_lua(name))
+        return self._s[name]
+
+    def record_matched(self, pool: str, players: int, now: float | None = None) -> None:
+        """One committed match at Redis TIME (``now`` is ignored: the server's clock decides)."""
+        self._script("record_matched")(keys=[self.keys.throughput(pool)], args=[int(players), THROUGHPUT_WINDOW_S])
+
+    def _wait_kv(self, pool: str, ticket_id: str) -> dict[str, list]:
+        k = self.keys
+        return {"keys": [k.queue(pool), k.pending(pool), k.players(pool), k.throughput(pool)],
+                "args": [ticket_id]}
+
+    @staticmethod
+    def _wait_reply(out: list) -> WaitInputs:
+        rank, depth, pending, players, now, flat = out
+        samples = [(int(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2)]
+        rank = int(rank)
+        return WaitInputs(rank if rank >= 0 else None, int(depth), int(players), int(depth) + int(pending),
+                          rate_of(samples, float(now)), float(now))
+
+    def wait_inputs(self, pool: str, ticket_id: str) -> WaitInputs:
+        return self._wait_reply(self._script("wait_inputs")(**self._wait_kv(pool, ticket_id)))
+
+    async def await_inputs(self, pool: str, ticket_id: str) -> WaitInputs:
+        aio = self._async()
+        if aio is None:
+            return await anyio.to_thread.run_sync(self.wait_inputs, pool, ticket_id)
+        client, scripts = aio
+        if "wait_inputs" not in scripts:
+            scripts["wait_inputs"] = client.register_script(_lua("wait_inputs"))
+        return self._wait_reply(await scripts["wait_inputs"](**self._wait_kv(pool, ticket_id)))
+
+    def set_unmatched_reason(self, pool: str, ticket_id: str, reason: str | None) -> bool:
+        return bool(self._script("unmatched")(keys=[self.keys.ticket(pool, ticket_id)], args=[reason or ""]))

@@ -1,0 +1,183 @@
+"""``mgmatch replay``, ``mgmatch generate-tickets`` and ``mgmatch bench waits``: ticket streams pushed
+through service configs offline on a simulated clock (:mod:`mgmatch.app.replay`)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from mgmatch.app.cli import bench_app, cli, emit, fail
+
+_METRICS = (("matches", "matches formed", "{:d}"), ("players_matched", "players matched", "{:d}"),
+            ("players_unmatched", "players left unmatched", "{:d}"), ("tickets_expired", "tickets expired", "{:d}"),
+            ("refused", "tickets refused (player already queued)", "{:d}"),
+            ("engagement_mean", "engagement mean (pool's model)", "{:.4f}"), ("wait_p50_s", "wait p50 (s)", "{:.2f}"),
+            ("wait_p99_s", "wait p99 (s)", "{:.2f}"), ("wait_mean_s", "wait mean (s)", "{:.2f}"),
+            ("skill_gap_mean", "skill gap between teams, mean", "{:.1f}"))
+
+
+def _config(path: Path | None):
+    from mgmatch.app.config import load_config
+
+    return load_config(path)
+
+
+def _fmt(v: Any, spec: str) -> str:
+    return "—" if v is None else spec.format(v)
+
+
+def _tick(tick_s: float) -> float:
+    if not (tick_s > 0) or math.isinf(tick_s):
+        fail(f"--tick-s must be a number > 0, got {tick_s}")
+    return tick_s
+
+
+@cli.command("replay", help="Push a recorded ticket stream (mgmatch-tickets/v1 JSON Lines) through one or two "
+                            "service configs offline, on a simulated clock with the real solvers, and compare "
+                            "engagement, wait p50/p99, skill gap and matches formed: a table, or --json.")
+def replay_cmd(
+    tickets: Annotated[Path, typer.Option(help="The ticket stream (mgmatch-tickets/v1).")],
+    config: Annotated[list[Path], typer.Option("--config", help="A service config (YAML); give it twice for A/B.")],
+    tick_s: Annotated[float, typer.Option(help="Matchmaker tick in simulated seconds.")] = 0.05,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results as one JSON document.")] = False,
+) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from mgmatch.app.replay import read_stream, simulate, summarize, validate
+
+    if not 1 <= len(config) <= 2:
+        fail(f"--config: give one or two configs, got {len(config)}")
+    _tick(tick_s)
+    arrivals = read_stream(tickets)
+    configs = [_config(p) for p in config]
+    for cfg in configs:  # every error before any run
+        validate(cfg, arrivals, str(tickets))
+    results = []
+    for path, cfg in zip(config, configs, strict=True):
+        summary = summarize(simulate(cfg, arrivals, tick_s=tick_s))
+        results.append({"config": str(path), **summary})
+    if as_json:
+        emit({"tickets_file": str(tickets), "tick_s": tick_s, "results": results})
+        return
+    table = Table(title=f"replay of {tickets} ({results[0]['tickets']} tickets, "
+                        f"{results[0]['simulated_s']:.0f} simulated s)")
+    table.add_column("metric", no_wrap=True)
+    for arm, r in zip("AB", results, strict=False):
+        table.add_column(f"{arm}: {Path(r['config']).name}", justify="right")
+    for key, label, spec in _METRICS:
+        table.add_row(label, *(_fmt(r[key], spec) for r in results))
+    top = [r["unmatched_reasons"][0] if r["unmatched_reasons"] else None for r in results]
+    table.add_row("top unmatched reason (players)",
+                  *("—" if t is None else f"{t['reason']} ({t['players']})" for t in top))
+    Console(file=sys.stdout, width=160).print(table)
+
+
+def _stream_args(rate: float, duration: float, party_share: float, max_party: int) -> None:
+    if not (rate > 0) or math.isinf(rate):
+        fail(f"--rate must be a number > 0, got {rate}")
+    if not (duration > 0) or math.isinf(duration):
+        fail(f"--duration must be a number > 0, got {duration}")
+    if not 0 <= party_share <= 1:
+        fail(f"--party-share must be in [0, 1], got {party_share}")
+    if max_party < 1:
+        fail(f"--max-party must be ≥ 1, got {max_party}")
+
+
+def _preset(preset: str) -> None:
+    from mgmatch.core.presets import PRESETS
+
+    if preset not in PRESETS:
+        fail(f"--preset: unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
+
+
+@cli.command("generate-tickets", help="Write a seeded ticket stream (mgmatch-tickets/v1) for one pool: arrivals "
+                                      "at --rate tickets/s for --duration s, players from a preset's player world.")
+def generate_tickets_cmd(
+    out: Annotated[Path, typer.Option(help="Output file (.jsonl).")],
+    preset: Annotated[str, typer.Option(help="Scenario preset whose players are drawn.")] = "3v3",
+    pool: Annotated[str, typer.Option(help="Pool name written on every ticket.")] = "3v3",
+    rate: Annotated[float, typer.Option(help="Tickets per second.")] = 1.0,
+    duration: Annotated[float, typer.Option(help="Seconds of arrivals.")] = 600.0,
+    arrivals: Annotated[str, typer.Option(help="poisson (exponential gaps) or steady (evenly spaced).")] = "poisson",
+    party_share: Annotated[float, typer.Option(help="Share of tickets that are parties.")] = 0.0,
+    max_party: Annotated[int, typer.Option(help="Largest party.")] = 2,
+    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
+) -> None:
+    from mgmatch.app.replay import generate_stream, write_stream
+
+    _preset(preset)
+    _stream_args(rate, duration, party_share, max_party)
+    if arrivals not in ("poisson", "steady"):
+        fail(f"--arrivals: expected poisson or steady, got {arrivals!r}")
+    lines = generate_stream(preset, pool, rate, duration, seed, arrivals, party_share, max_party)
+    try:
+        write_stream(lines, out)
+    except OSError as err:
+        fail(f"--out: cannot write {out}: {err.strerror}")
+    emit({"out": str(out), "tickets": len(lines), "players": sum(len(x["players"]) for x in lines)})
+
+
+@bench_app.command("waits", help="Measure estimated_wait_s against the real waits: a ticket stream (generated and "
+                                 "seeded, or --tickets) through a service config on a simulated clock; each "
+                                 "ticket's estimate is read right after it is stored. A table, or --json FILE.")
+def bench_waits_cmd(
+    config: Annotated[Path | None, typer.Option(help="Service config (default: the built-in pools).")] = None,
+    tickets: Annotated[Path | None, typer.Option(help="A ticket stream to use instead of a generated one.")] = None,
+    preset: Annotated[str, typer.Option(help="Preset whose players are drawn (generated stream).")] = "3v3",
+    pool: Annotated[str, typer.Option(help="Pool of the generated stream.")] = "3v3",
+    rate: Annotated[float, typer.Option(help="Tickets per second (generated stream).")] = 1.0,
+    duration: Annotated[float, typer.Option(help="Seconds of arrivals (generated stream).")] = 600.0,
+    arrivals: Annotated[str, typer.Option(help="poisson or steady (generated stream).")] = "poisson",
+    party_share: Annotated[float, typer.Option(help="Share of party tickets (generated stream).")] = 0.0,
+    max_party: Annotated[int, typer.Option(help="Largest party (generated stream).")] = 2,
+    seed: Annotated[int, typer.Option(help="Seed (generated stream).")] = 0,
+    tick_s: Annotated[float, typer.Option(help="Matchmaker tick in simulated seconds.")] = 0.05,
+    json_file: Annotated[Path | None, typer.Option("--json", help="Write the JSON results here.")] = None,
+) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from mgmatch.app.replay import bench_waits, generate_stream, parse_arrival, read_stream, validate
+
+    _tick(tick_s)
+    cfg = _config(config)
+    if tickets is not None:
+        stream = read_stream(tickets)
+        where = str(tickets)
+    else:
+        _preset(preset)
+        _stream_args(rate, duration, party_share, max_party)
+        if arrivals not in ("poisson", "steady"):
+            fail(f"--arrivals: expected poisson or steady, got {arrivals!r}")
+        if cfg.pool(pool) is None:
+            fail(f"--pool: unknown pool {pool!r}; the config has {', '.join(p.name for p in cfg.pools)}")
+        lines = generate_stream(preset, pool, rate, duration, seed, arrivals, party_share, max_party)
+        stream = [parse_arrival(obj, n, "generated") for n, obj in enumerate(lines, 1)]
+        where = "generated"
+    validate(cfg, stream, where)
+    res = bench_waits(cfg, stream, tick_s=tick_s)
+    res["setup"] = {"config": str(config) if config else "built-in", "tickets_file": str(tickets) if tickets else None,
+                    "preset": preset, "pool": pool, "rate": rate, "duration": duration, "arrivals": arrivals,
+                    "party_share": party_share, "max_party": max_party, "seed": seed, "tick_s": tick_s}
+    table = Table(title=f"wait estimates vs real waits ({res['scored']} tickets scored of {res['tickets']}; "
+                        f"real wait mean {_fmt(res['real_wait_mean_s'], '{:.2f}')} s, "
+                        f"estimate mean {_fmt(res['estimate_mean_s'], '{:.2f}')} s)")
+    for col in ("estimator", "n", "median |est−real|/real", "p90", "within 30%", "mean |est−real| s"):
+        table.add_column(col, justify="right")
+    for name, key in (("estimated_wait_s", "estimate"), ("players ahead / throughput", "queue_drain_baseline")):
+        e = res[key]
+        table.add_row(name, str(e["n"]), _fmt(e["median_rel_error"], "{:.1%}"), _fmt(e["p90_rel_error"], "{:.1%}"),
+                      _fmt(e["within_30pct"], "{:.1%}"), _fmt(e["mean_abs_error_s"], "{:.2f}"))
+    Console(file=sys.stdout, width=140).print(table)
+    if json_file is not None:
+        try:
+            json_file.parent.mkdir(parents=True, exist_ok=True)
+            json_file.write_text(json.dumps(res, indent=2, allow_nan=False) + "\n")
+        except OSError as err:
+            fail(f"--json: cannot write {json_file}: {err.strerror}")
