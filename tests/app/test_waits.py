@@ -274,7 +274,8 @@ def _runtime(tmp_path, pool_overrides=None, **settings):
 def test_matchmaker_stores_a_reason_after_the_unmatched_ticks_and_records_throughput(tmp_path):
     from mgmatch.app.matchmaker import Matchmaker
 
-    rt = _runtime(tmp_path, embedded_workers=False)
+    # one match per solve: the runner's clock is read once per match (a joint solve reads it once)
+    rt = _runtime(tmp_path, {"partition": "sequential"}, embedded_workers=False)
     try:
         pool = rt.pools["small"]
         mm = Matchmaker(pool, rt.store, rt.runner, rt.experiments, reason_after_ticks=3)
