@@ -13,6 +13,12 @@ writes after a failed save) into :class:`StoreUnavailable`; a consumer group tha
 the data (``NOGROUP``) is created again and the call retried; scripts flushed by a restart are
 loaded again by redis-py (``NOSCRIPT``); replies lost on a broken connection are retried a few
 times, and every script is safe to replay.
+
+Redis Cluster: a URL ``redis+cluster://host:port`` (``rediss+cluster://`` with TLS; any one node of
+the cluster, database 0) selects redis-py's cluster clients. Every multi-key script, pipeline and
+transaction touches the keys of one pool (one ``{pool}`` hash slot) or of ``{infer}`` only; MOVED
+and ASK are followed by the client; a failover (CLUSTERDOWN, TRYAGAIN, MASTERDOWN, a node gone, a
+blocked read cut by the role change) is StoreUnavailable like any outage.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import functools
 import inspect
 import json
 import logging
+import threading
 import time
 from importlib import resources
 from typing import Any
@@ -30,9 +37,13 @@ from typing import Any
 import anyio.to_thread
 import redis
 import redis.asyncio as aioredis
+import redis.asyncio.cluster as aiocluster
+import redis.cluster
 import redis.exceptions as rex
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.commands.core import Script
+from redis.connection import Encoder
 from redis.retry import Retry
 
 from ..keys import (
@@ -51,9 +62,13 @@ from .base import Conflict, MatchResult, Store, StoreUnavailable, Ticket, pool_o
 log = logging.getLogger("mgmatch.store")
 
 # Redis cannot answer now, but will: a 503 for the API, a back-off for a worker.
-_UNAVAILABLE = (rex.ConnectionError, rex.TimeoutError, rex.ReadOnlyError, rex.ClusterDownError, rex.TryAgainError,
-                rex.OutOfMemoryError, OSError)
-_UNAVAILABLE_REPLIES = ("MISCONF", "MASTERDOWN", "LOADING", "READONLY", "TRYAGAIN", "CLUSTERDOWN")
+# On a cluster also: a failover in progress (ClusterError: CLUSTERDOWN, MASTERDOWN, redirections past the
+# client's TTL), a slot without a node, no node reachable, a blocked read cut by a master's demotion (UNBLOCKED).
+_UNAVAILABLE = (rex.ConnectionError, rex.TimeoutError, rex.ReadOnlyError, rex.ClusterError, rex.TryAgainError,
+                rex.OutOfMemoryError, rex.SlotNotCoveredError, OSError)
+_UNAVAILABLE_REPLIES = ("MISCONF", "MASTERDOWN", "LOADING", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "UNBLOCKED")
+_CLUSTER_UNREACHABLE = "Redis Cluster cannot be connected"
+_CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 # Blocking reads wait BLOCK_MS (1 s) and a predictor reply at most _MAX_REPLY_WAIT_S; the socket
 # timeout stays above both. A broken connection is retried a few times, briefly (well under a
@@ -81,10 +96,19 @@ SCRIPTS = ("create", "claim", "commit", "release", "takeover", "cancel", "expire
 _SOURCES = {name: _lua(name) for name in SCRIPTS}
 
 
+def cluster_node_url(url: str) -> str | None:
+    """For a cluster URL (``redis+cluster://`` or ``rediss+cluster://``) the plain URL of its node
+    (what redis-py's cluster clients take); None for any other URL."""
+    scheme, sep, rest = url.partition("://")
+    plain = _CLUSTER_SCHEMES.get(scheme.lower()) if sep else None
+    return None if plain is None else f"{plain}://{rest}"
+
+
 def _unavailable(err: Exception) -> StoreUnavailable | None:
     """The StoreUnavailable an error of a Redis call means, or None when it is not about reaching Redis."""
-    if isinstance(err, _UNAVAILABLE) or (isinstance(err, rex.ResponseError)
-                                          and str(err).startswith(_UNAVAILABLE_REPLIES)):
+    if (isinstance(err, _UNAVAILABLE)
+            or (isinstance(err, rex.ResponseError) and str(err).startswith(_UNAVAILABLE_REPLIES))
+            or (isinstance(err, rex.RedisClusterException) and str(err).startswith(_CLUSTER_UNREACHABLE))):
         return StoreUnavailable(f"Redis unavailable: {type(err).__name__}: {err}")
     return None
 
@@ -96,7 +120,7 @@ def _guard(fn):
         async def guarded_async(*args, **kwargs):
             try:
                 return await fn(*args, **kwargs)
-            except (*_UNAVAILABLE, rex.ResponseError) as err:
+            except (*_UNAVAILABLE, rex.ResponseError, rex.RedisClusterException) as err:
                 if (out := _unavailable(err)) is None:
                     raise
                 raise out from err
@@ -106,7 +130,7 @@ def _guard(fn):
     def guarded(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (*_UNAVAILABLE, rex.ResponseError) as err:
+        except (*_UNAVAILABLE, rex.ResponseError, rex.RedisClusterException) as err:
             if (out := _unavailable(err)) is None:
                 raise
             raise out from err
@@ -120,6 +144,52 @@ def _guard_public(cls):
             continue
         setattr(cls, name, _guard(attr))
     return cls
+
+
+def _is_cluster_pipeline(client) -> bool:
+    return isinstance(client, (redis.cluster.ClusterPipeline, aiocluster.ClusterPipeline))
+
+
+def _queue_script(pipe, script, kv: dict[str, list]):
+    """Queue a script call on a cluster pipeline. redis-py refuses ``evalsha`` there (a cluster
+    pipeline cannot load scripts first), so it gets the plain EVALSHA command, which goes to the
+    node of its keys like any keyed command; a NOSCRIPT reply is the caller's to handle (load the
+    script on every master, run the batch again: every script is safe to replay)."""
+    return pipe.execute_command("EVALSHA", script.sha, len(kv["keys"]), *kv["keys"], *kv["args"])
+
+
+class _LazyCluster:
+    """A ``redis.cluster.RedisCluster`` built on its first command. redis-py's sync cluster client
+    reads the cluster's topology when it is built, and a store must be buildable while the cluster
+    is down (``serve`` and the workers start, then wait for it); until a node answers every command
+    raises the client's "cannot be connected" error, which is StoreUnavailable."""
+
+    def __init__(self, node_url: str, **options: Any):
+        self._url, self._options = node_url, options
+        self._client: redis.cluster.RedisCluster | None = None
+        self._lock = threading.Lock()
+        self._encoder = Encoder("utf-8", "strict", bool(options.get("decode_responses")))
+
+    def _cluster(self) -> redis.cluster.RedisCluster:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = redis.cluster.RedisCluster.from_url(self._url, **self._options)
+        return self._client
+
+    def get_encoder(self) -> Encoder:
+        """How scripts registered here hash their source (before any node was reached)."""
+        return self._encoder
+
+    def register_script(self, script: str) -> Script:
+        return Script(self, script)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cluster(), name)
 
 
 @_guard_public
@@ -137,7 +207,12 @@ class RedisStore(Store):
 
     @staticmethod
     def from_url(url: str, prefix: str = "mgm") -> RedisStore:
+        """A store on one Redis (``redis://``, ``rediss://``, ``unix://``) or a Redis Cluster
+        (``redis+cluster://host:port``: any node of it)."""
         retry = Retry(_backoff(), _RETRIES)
+        node_url = cluster_node_url(url)
+        if node_url is not None:
+            return RedisStore(_LazyCluster(node_url, retry=retry, **_CLIENT_OPTIONS), prefix, url=url)
         client = redis.Redis.from_url(url, retry=retry, **_CLIENT_OPTIONS)
         return RedisStore(client, prefix, url=url)
 
@@ -148,7 +223,11 @@ class RedisStore(Store):
         loop = asyncio.get_running_loop()
         if self._aio is None or self._aio[0] is not loop:
             retry = AsyncRetry(_backoff(), _RETRIES)
-            client = aioredis.Redis.from_url(self._url, retry=retry, **_CLIENT_OPTIONS)
+            node_url = cluster_node_url(self._url)
+            if node_url is not None:  # connects on its first command, not here
+                client = aiocluster.RedisCluster.from_url(node_url, retry=retry, **_CLIENT_OPTIONS)
+            else:
+                client = aioredis.Redis.from_url(self._url, retry=retry, **_CLIENT_OPTIONS)
             scripts = {name: client.register_script(_SOURCES[name]) for name in ("create", "cancel")}
             self._aio = (loop, client, scripts)
         return self._aio[1], self._aio[2]
@@ -173,13 +252,18 @@ class RedisStore(Store):
                          TICKET_RETENTION_S, EVENTS_MAXLEN, k.ticket(pool, ""), *(p["id"] for p in ticket.players)]}
 
     def _create_call(self, ticket: Ticket, idempotency_key: str | None, client=None):
-        return self._s["create"](**self._create_kv(ticket, idempotency_key), client=client)
+        kv = self._create_kv(ticket, idempotency_key)
+        if _is_cluster_pipeline(client):
+            return _queue_script(client, self._s["create"], kv)
+        return self._s["create"](**kv, client=client)
 
     def create_many(self, items: list[tuple[Ticket, str | None]]) -> list[tuple[Ticket, bool] | Conflict]:
         """One round trip for the whole batch (a pipeline of the create script)."""
         try:
             replies = self._create_pipeline(items)
-        except rex.NoScriptError:  # flushed between redis-py's SCRIPT EXISTS and the batch: once more
+        except rex.NoScriptError:  # flushed between redis-py's SCRIPT EXISTS and the batch, or (a cluster's
+            # pipelines load no scripts) a node that never ran it, a replica promoted: load it, once more
+            self.r.script_load(_SOURCES["create"])
             replies = self._create_pipeline(items)  # (a create replayed for the same ticket is a no-op)
         out: list[tuple[Ticket, bool] | Conflict] = []
         for (t, _), prev in zip(items, replies, strict=True):
@@ -238,7 +322,8 @@ class RedisStore(Store):
             return await anyio.to_thread.run_sync(self.create_many, items)
         try:
             prevs = await self._acreate_pipeline(aio, items)
-        except rex.NoScriptError:
+        except rex.NoScriptError:  # as in create_many
+            await aio[0].script_load(_SOURCES["create"])
             prevs = await self._acreate_pipeline(aio, items)
         out: list[tuple[Ticket, bool] | Conflict] = []
         for (t, _), prev in zip(items, prevs, strict=True):
@@ -252,7 +337,11 @@ class RedisStore(Store):
         client, scripts = aio
         async with client.pipeline(transaction=False) as pipe:
             for t, key in items:
-                await scripts["create"](**self._create_kv(t, key), client=pipe)
+                kv = self._create_kv(t, key)
+                if _is_cluster_pipeline(pipe):
+                    _queue_script(pipe, scripts["create"], kv)
+                else:
+                    await scripts["create"](**kv, client=pipe)
             return await pipe.execute()
 
     async def aget(self, ticket_id: str) -> Ticket | None:
