@@ -29,6 +29,7 @@ import functools
 import inspect
 import json
 import logging
+import os
 import threading
 import time
 from importlib import resources
@@ -104,11 +105,36 @@ def cluster_node_url(url: str) -> str | None:
     return None if plain is None else f"{plain}://{rest}"
 
 
+_CONNECTION_MODULES = tuple(os.path.join(os.path.dirname(redis.__file__), *parts)
+                            for parts in (("connection.py",), ("asyncio", "connection.py")))
+
+
+def _connection_race(err: Exception) -> bool:
+    """A connection closed under a command by the client itself. redis-py's asyncio cluster client
+    re-reads the topology when a failover moves a master and closes that node's connections, also
+    one another coroutine is writing to: the writer fails inside redis-py's connection code with
+    AttributeError (``'NoneType' object has no attribute 'writelines'``) or RuntimeError (``the
+    handler is closed``). For the caller that is a connection lost, like ConnectionError."""
+    if not isinstance(err, (AttributeError, RuntimeError)):
+        return False
+    tb = err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename in _CONNECTION_MODULES:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def _unavailable(err: Exception) -> StoreUnavailable | None:
-    """The StoreUnavailable an error of a Redis call means, or None when it is not about reaching Redis."""
+    """The StoreUnavailable an error of a Redis call means, or None when it is not about reaching Redis.
+    A NOSCRIPT that survived redis-py's own reload-and-retry is one too: on a cluster the script was
+    loaded by a client whose map of the masters was out of date during a failover; the next call loads
+    it on the new master."""
     if (isinstance(err, _UNAVAILABLE)
             or (isinstance(err, rex.ResponseError) and str(err).startswith(_UNAVAILABLE_REPLIES))
-            or (isinstance(err, rex.RedisClusterException) and str(err).startswith(_CLUSTER_UNREACHABLE))):
+            or isinstance(err, rex.NoScriptError)
+            or (isinstance(err, rex.RedisClusterException) and str(err).startswith(_CLUSTER_UNREACHABLE))
+            or _connection_race(err)):
         return StoreUnavailable(f"Redis unavailable: {type(err).__name__}: {err}")
     return None
 
@@ -120,7 +146,7 @@ def _guard(fn):
         async def guarded_async(*args, **kwargs):
             try:
                 return await fn(*args, **kwargs)
-            except (*_UNAVAILABLE, rex.ResponseError, rex.RedisClusterException) as err:
+            except (*_UNAVAILABLE, rex.ResponseError, rex.RedisClusterException, AttributeError, RuntimeError) as err:
                 if (out := _unavailable(err)) is None:
                     raise
                 raise out from err
@@ -130,7 +156,7 @@ def _guard(fn):
     def guarded(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (*_UNAVAILABLE, rex.ResponseError, rex.RedisClusterException) as err:
+        except (*_UNAVAILABLE, rex.ResponseError, rex.RedisClusterException, AttributeError, RuntimeError) as err:
             if (out := _unavailable(err)) is None:
                 raise
             raise out from err
