@@ -120,6 +120,30 @@ def test_an_unreachable_cluster_is_store_unavailable_and_the_store_is_built_befo
     s.close()
 
 
+def test_a_connection_closed_under_a_command_inside_redis_py_is_unavailable_other_errors_are_not():
+    """The asyncio cluster client's failover race (its connection code fails with AttributeError or
+    RuntimeError) is a lost connection; the same exception types raised anywhere else stay bugs."""
+    from mgmatch.app.store import redis as store_redis
+
+    ns: dict = {}
+    code = "def send(writer):\n    writer.writelines([b'PING'])\n"
+    exec(compile(code, store_redis._CONNECTION_MODULES[1], "exec"), ns)  # a frame of redis-py's connection.py
+
+    def caught(fn, *args) -> Exception:
+        try:
+            fn(*args)
+        except Exception as err:  # noqa: BLE001 - returned for the assertions
+            return err
+        raise AssertionError("no error")
+
+    race = caught(ns["send"], None)
+    assert isinstance(race, AttributeError) and isinstance(store_redis._unavailable(race), StoreUnavailable)
+    elsewhere = caught(lambda w: w.writelines([b"PING"]), None)
+    assert isinstance(elsewhere, AttributeError) and store_redis._unavailable(elsewhere) is None
+    assert store_redis._unavailable(RuntimeError("the handler is closed")) is None  # no redis-py frame
+    assert store_redis._unavailable(ValueError("x")) is None
+
+
 class _Writer(threading.Thread):
     """Creates tickets in a loop (one at a time and in pipelined batches of 5) until stopped: the
     acknowledged ones, and every error by type (only StoreUnavailable may appear)."""
