@@ -329,3 +329,26 @@ def test_the_solver_group_survives_a_failover(cluster_url, redis_cluster):
     assert s.job_deliveries("g", [eid]) == {eid: 2}
     assert s.r.xpending(s.keys.jobs("g"), SOLVER_GROUP)["pending"] == 1
     s.close()
+
+
+def test_bench_cluster_puts_all_of_a_pools_scripts_on_its_one_master(cluster_url, redis_cluster):
+    """``mgmatch bench cluster``'s accounting on the session cluster: every script of a pool ran on the
+    master of its slot, the others ran none, and the ceiling follows from the measured µs."""
+    from mgmatch.app.clusterbench import ClusterBenchPlan, markdown, run_cluster_bench
+    from mgmatch.core.errors import InvalidInput
+
+    url, _ = cluster_url
+    r = run_cluster_bench(ClusterBenchPlan(tickets=60, pools=1, batch=20, match_size=6, url=url))
+    [pool] = r["pool_masters"]
+    create, match = r["phases"]
+    for phase, expected in ((create, 60), (match, 2 * 10)):
+        assert phase["scripts"] == expected
+        for node, m in phase["masters"].items():
+            mine = node == r["pool_masters"][pool]
+            assert m["scripts"] == (expected if mine else 0) and m["pools"] == ([pool] if mine else []), (node, m)
+    c = r["one_pool_ceiling"]
+    assert c["usec_per_ticket"] == pytest.approx(c["create_usec"] + 2 * c["claim_or_commit_usec"] / 6, abs=0.01)
+    assert "ceiling" in markdown(r)
+    with pytest.raises(InvalidInput) as err:
+        ClusterBenchPlan(url="redis://127.0.0.1:6379/0").validate()
+    assert err.value.field == "url"
