@@ -14,6 +14,9 @@ per master its pools, scripts, µs per script and busy share (script time / phas
 the ceiling this puts on one pool: ``1e6 / (create µs + (claim µs + commit µs) / match_size)``
 tickets per second, the most one master's thread can create and match for one pool whatever the
 number of API processes and solvers. Pools on different masters add up; pools on one master share it.
+The ceiling is optimistic: ``commandstats`` counts a script's execution only, not the master's work
+reading and answering the socket, nor the matchmaker's reads (ticket bodies, queue windows), the
+reaper and the job stream, which run on the same thread.
 """
 
 from __future__ import annotations
@@ -177,14 +180,12 @@ def run_cluster_bench(plan: ClusterBenchPlan, say=None) -> dict:
 
 
 def _ceiling(created: dict, matched: dict, match_size: int) -> dict | None:
-    """From the busiest master of each phase: µs per create and per claim/commit script, and the
-    tickets per second one master's thread can create and match for one pool."""
+    """µs per create and per claim/commit script (over every master that ran them), and the tickets
+    per second one master's thread could create and match for one pool at those costs."""
     def usec(phase: dict) -> float | None:
         rows = [m for m in phase["masters"].values() if m["scripts"]]
-        if not rows:
-            return None
-        busiest = max(rows, key=lambda m: m["scripts"])
-        return busiest["usec_per_script"]
+        calls = sum(m["scripts"] for m in rows)
+        return round(sum(m["usec_per_script"] * m["scripts"] for m in rows) / calls, 2) if calls else None
 
     create_us, match_us = usec(created), usec(matched)
     if create_us is None or match_us is None:

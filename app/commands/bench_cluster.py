@@ -34,7 +34,8 @@ def bench_cluster_cmd(
     try:
         plan.validate()
     except InvalidInput as err:
-        fail(f"--{err.field.replace('_', '-')}: {err.message}")
+        option = "redis-url" if err.field == "url" else err.field.replace("_", "-")
+        fail(f"--{option}: {err.message}")
     if json_file is not None and not json_file.parent.is_dir():
         fail(f"--json: no directory {json_file.parent}")
     say = (lambda m: sys.stderr.write(f"bench cluster: {m}\n")) if verbose else None
