@@ -422,6 +422,7 @@ class ChaosRun:
         self.settling = False
         self.settled: dict[str, bool] = {}
         self.flushed_codes: Counter = Counter()
+        self.flushed_sample: list[str] = []   # flushed tickets that still answered, as read after the run
         self.transient_404 = 0
         self.ingest_s = 0.0
         self.leftover: list[Rec] = []
@@ -481,6 +482,8 @@ class ChaosRun:
         self._count(r)
         if into is not None:  # the after-flush check: only the code matters
             into[r.status_code] += 1
+            if r.status_code != 404 and len(self.flushed_sample) < 5:
+                self.flushed_sample.append(f"{rec.id} (HTTP {r.status_code}, was {rec.status}): {r.text[:300]}")
             return
         rec.polled_t = time.monotonic()
         if r.status_code == 404:
@@ -664,6 +667,7 @@ class ChaosRun:
             "transient_404": self.transient_404,
             "flushed_not_404": sum(n for c, n in self.flushed_codes.items() if c != 404) if plan.flush else None,
             "flushed_codes": {str(c): n for c, n in sorted(self.flushed_codes.items())},
+            "flushed_not_404_sample": self.flushed_sample,
             "double_booked": len(check.double_booked), "double_booked_sample": check.double_booked[:5],
             "inconsistent_tickets": len(check.inconsistent), "malformed_matches": len(check.malformed),
             "http_5xx_non_503": non503, "http_503": codes.get(503, 0),

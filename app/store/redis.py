@@ -149,6 +149,7 @@ def _guard(fn):
             except (*_UNAVAILABLE, rex.ResponseError, rex.RedisClusterException, AttributeError, RuntimeError) as err:
                 if (out := _unavailable(err)) is None:
                     raise
+                args[0]._drop_async_cluster()
                 raise out from err
         return guarded_async
 
@@ -170,6 +171,16 @@ def _guard_public(cls):
             continue
         setattr(cls, name, _guard(attr))
     return cls
+
+
+_CLOSING: set[asyncio.Task] = set()  # closes of dropped asyncio clients in flight (held until done)
+
+
+async def _close_quietly(client) -> None:
+    try:
+        await client.aclose()
+    except Exception:  # noqa: BLE001 - a client being dropped because it failed may fail to close too
+        log.debug("closing a dropped asyncio cluster client failed", exc_info=True)
 
 
 def _is_cluster_pipeline(client) -> bool:
@@ -257,6 +268,17 @@ class RedisStore(Store):
             scripts = {name: client.register_script(_SOURCES[name]) for name in ("create", "cancel")}
             self._aio = (loop, client, scripts)
         return self._aio[1], self._aio[2]
+
+    def _drop_async_cluster(self) -> None:
+        """Forget this loop's asyncio cluster client after a failure: redis-py hands a connection back
+        to its pool whatever went wrong on it, so one whose write or read broke off in a failover may
+        still owe a reply, which the next command on it would take for its own. The next call builds
+        a fresh client (a few per failover); the old one is closed in the background."""
+        if self._aio is not None and isinstance(self._aio[1], aiocluster.RedisCluster):
+            old, self._aio = self._aio[1], None
+            task = asyncio.get_running_loop().create_task(_close_quietly(old))
+            _CLOSING.add(task)
+            task.add_done_callback(_CLOSING.discard)
 
     # ------------------------------------------------------------------ tickets
 
