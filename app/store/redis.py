@@ -173,14 +173,21 @@ def _guard_public(cls):
     return cls
 
 
+_DROPPED_CLIENT_GRACE_S = 3.0
 _CLOSING: set[asyncio.Task] = set()  # closes of dropped asyncio clients in flight (held until done)
 
 
-async def _close_quietly(client) -> None:
-    try:
-        await client.aclose()
-    except Exception:  # noqa: BLE001 - a client being dropped because it failed may fail to close too
-        log.debug("closing a dropped asyncio cluster client failed", exc_info=True)
+async def _close_quietly(client: aiocluster.RedisCluster) -> None:
+    """Disconnect every node of a dropped asyncio cluster client. Its ``aclose()`` does nothing while
+    the client is due to re-read the topology, which is the state a failure leaves it in. Commands
+    already running on it get a moment to finish first (they may still re-read the topology)."""
+    await asyncio.sleep(_DROPPED_CLIENT_GRACE_S)
+    for close in (client.aclose, lambda: client.nodes_manager.aclose("nodes_cache"),
+                  lambda: client.nodes_manager.aclose("startup_nodes")):
+        try:
+            await close()
+        except Exception:  # noqa: BLE001 - a client dropped because it failed may fail to close too
+            log.debug("closing a dropped asyncio cluster client failed", exc_info=True)
 
 
 def _is_cluster_pipeline(client) -> bool:
