@@ -118,6 +118,7 @@ def test_on_a_cluster_a_master_failover_and_kills_lose_nothing_and_book_nobody_t
     assert r["matched"] + r["leftover"] == r["accepted"] and r["leftover"] <= 10, why
     assert r["double_booked"] == 0 and r["inconsistent_tickets"] == 0 and r["malformed_matches"] == 0, why
     assert all(p["tracebacks"] == 0 for p in r["processes"].values()), why
+    assert r["processes"]["api"]["error_lines"] == 0, why  # e.g. no unclosed asyncio cluster clients
 
 
 def _processes_with(marker: bytes) -> list[int]:
