@@ -88,6 +88,10 @@ class ChaosPlan:
     redis_down_s: float = 2.0           # how long Redis stays down when restarted
     appendfsync: str = "always"         # "always": nothing acknowledged is lost on a SIGKILL of Redis;
                                         # "everysec" (the deployment default): faster, up to ~1 s lost
+    cluster: bool = False               # a Redis Cluster (3 masters + 3 replicas) instead of one Redis; its
+                                        # "Redis restart" is a failover of the master serving the pool's slot
+    failover: str = "graceful"          # cluster: "graceful" (CLUSTER FAILOVER: nothing acknowledged is lost)
+                                        # or "kill" (SIGKILL the master: writes not yet replicated are lost)
     restart_after_s: float = 0.5        # a killed worker is started again this long after
     min_idle_ms: int = 2000             # solvers take over a dead solver's job after this
     stall_s: float = 60.0               # give up waiting for matches after this long without progress
@@ -113,6 +117,7 @@ class ChaosPlan:
             ("flush_at", 0 < self.flush_at < 1, "must be in (0, 1)"),
             ("redis_down_s", 0 <= self.redis_down_s <= 60, "must be in [0, 60]"),
             ("appendfsync", self.appendfsync in ("always", "everysec"), "expected always or everysec"),
+            ("failover", self.failover in ("graceful", "kill"), "expected graceful or kill"),
             ("restart_after_s", 0 <= self.restart_after_s <= 60, "must be in [0, 60]"),
             ("min_idle_ms", self.min_idle_ms >= 100, "must be ≥ 100"),
             ("stall_s", self.stall_s > 0, "must be > 0"),
@@ -276,6 +281,15 @@ class RedisServer:
         with self.client() as c:
             c.flushall()
 
+    def outage(self, down_s: float, event: Callable[[str], None]) -> None:
+        """The run's Redis event: SIGKILL, ``down_s`` down, started again on its AOF."""
+        self.kill()
+        event("SIGKILL redis-server")
+        time.sleep(down_s)
+        self.start()
+        self.wait_ready(120.0)
+        event("redis-server back (AOF loaded)")
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
@@ -283,6 +297,54 @@ class RedisServer:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+class ClusterRedis:
+    """A Redis Cluster (:class:`~mgmatch.app.localcluster.LocalCluster`: 3 masters, a replica each) in
+    place of :class:`RedisServer`; its Redis event is a failover of the master serving ``key``'s slot
+    (the pool's), graceful or by SIGKILL (the killed node is started again as a replica)."""
+
+    def __init__(self, workdir: Path, appendfsync: str, failover: str, key: str):
+        from .localcluster import ClusterStartError, LocalCluster
+
+        try:
+            self.cluster = LocalCluster(workdir / "cluster", appendfsync=appendfsync)
+        except ClusterStartError as err:
+            raise ChaosError(str(err)) from None
+        self.failover, self.key = failover, key
+        self.url = self.cluster.url
+
+    def start(self) -> None:
+        from .localcluster import ClusterStartError
+
+        try:
+            self.cluster.start()
+        except ClusterStartError as err:
+            raise ChaosError(str(err)) from None
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        self.cluster.wait_healthy(timeout_s)
+
+    def flushall(self) -> None:
+        self.cluster.flushall()
+
+    def outage(self, down_s: float, event: Callable[[str], None]) -> None:
+        master = self.cluster.master_of(self.key)
+        replica = self.cluster.replica_of(master)
+        if self.failover == "graceful":
+            event(f"CLUSTER FAILOVER: the pool's master {master.port} hands its slots to replica {replica.port}")
+            new = self.cluster.failover(master, timeout_s=60.0)
+            event(f"replica {new.port} is the pool's master; {master.port} its replica")
+            return
+        event(f"SIGKILL the pool's master {master.port} (replica {replica.port})")
+        new = self.cluster.kill_master(master)
+        event(f"replica {new.port} elected the pool's master")
+        time.sleep(down_s)
+        self.cluster.restart(master.port)
+        event(f"node {master.port} back as a replica")
+
+    def stop(self) -> None:
+        self.cluster.stop()
 
 
 class Procs:
@@ -397,7 +459,7 @@ class _Tally:
 class ChaosRun:
     """The asyncio side: ingest, chaos events, polling, the report."""
 
-    def __init__(self, plan: ChaosPlan, bodies: list[bytes], url: str, redis: RedisServer, procs: Procs,
+    def __init__(self, plan: ChaosPlan, bodies: list[bytes], url: str, redis: RedisServer | ClusterRedis, procs: Procs,
                  say: Callable[[str], None], backfills: list[bytes] | None = None):
         self.plan, self.bodies, self.url, self.redis, self.procs, self.say = plan, bodies, url, redis, procs, say
         self.bf_bodies = backfills or []
@@ -413,6 +475,7 @@ class ChaosRun:
         self.settling = False
         self.settled: dict[str, bool] = {}
         self.flushed_codes: Counter = Counter()
+        self.flushed_sample: list[str] = []   # flushed tickets that still answered, as read after the run
         self.transient_404 = 0
         self.ingest_s = 0.0
         self.leftover: list[Rec] = []
@@ -524,6 +587,8 @@ class ChaosRun:
         self._count(r)
         if into is not None:  # the after-flush check: only the code matters
             into[r.status_code] += 1
+            if r.status_code != 404 and len(self.flushed_sample) < 5:
+                self.flushed_sample.append(f"{rec.id} (HTTP {r.status_code}, was {rec.status}): {r.text[:300]}")
             return
         rec.polled_t = time.monotonic()
         if r.status_code == 404:
@@ -613,12 +678,7 @@ class ChaosRun:
             self.procs.start(ev.target)
             self._event(f"started {ev.target} again")
         elif ev.kind == "redis":
-            self.redis.kill()
-            self._event("SIGKILL redis-server")
-            await asyncio.sleep(self.plan.redis_down_s)
-            self.redis.start()
-            await asyncio.to_thread(self.redis.wait_ready, 120.0)
-            self._event("redis-server back (AOF loaded)")
+            await asyncio.to_thread(self.redis.outage, self.plan.redis_down_s, self._event)
 
     async def _flush(self) -> None:
         self.settling = True
@@ -709,6 +769,7 @@ class ChaosRun:
         return {
             "pool": plan.pool, "tickets": plan.tickets, "seed": plan.seed, "solvers": plan.solvers,
             "kills": plan.kills, "rate_offered": plan.rate, "appendfsync": plan.appendfsync,
+            "store": "cluster" if plan.cluster else "redis", "failover": plan.failover if plan.cluster else None,
             "accepted": len(self.recs), "accepted_before_flush": len(pre) if plan.flush else None,
             "accepted_after_flush": len(post) if plan.flush else None,
             "not_accepted": plan.tickets - len(self.recs), "gave_up": self.tally.gave_up,
@@ -719,6 +780,7 @@ class ChaosRun:
             "transient_404": self.transient_404,
             "flushed_not_404": sum(n for c, n in self.flushed_codes.items() if c != 404) if plan.flush else None,
             "flushed_codes": {str(c): n for c, n in sorted(self.flushed_codes.items())},
+            "flushed_not_404_sample": self.flushed_sample,
             "double_booked": len(booked), "double_booked_sample": booked[:5],
             "backfills": len(self.bfs), "backfills_by_status": dict(Counter(b.status for b in self.bfs)),
             "backfilled_players": bf.assigned_players, "backfill_double_booked": len(bf.double_booked),
@@ -764,11 +826,19 @@ def run_chaos(plan: ChaosPlan, say: Callable[[str], None] | None = None) -> dict
     binary = shutil.which("redis-server")
     if binary is None:
         raise ChaosError("redis-server not found on PATH (the chaos run starts its own)")
+    if plan.cluster and shutil.which("redis-cli") is None:
+        raise ChaosError("redis-cli not found on PATH (the cluster run creates its cluster with it)")
     bodies = [json.dumps(t).encode() for t in make_tickets(plan.pool, plan.tickets, plan.seed, plan.party_share)]
     backfills = [json.dumps(b).encode() for b in make_backfills(plan.pool, plan.backfills, plan.seed)]
     workdir = Path(tempfile.mkdtemp(prefix="mgmatch-chaos-"))
-    redis = RedisServer(binary, workdir, plan.appendfsync)
     prefix = f"chaos{uuid.uuid4().hex[:8]}"
+    if plan.cluster:
+        from .keys import Keys
+
+        redis: RedisServer | ClusterRedis = ClusterRedis(workdir, plan.appendfsync, plan.failover,
+                                                         Keys(prefix).queue(plan.pool))
+    else:
+        redis = RedisServer(binary, workdir, plan.appendfsync)
     procs = Procs(workdir, service_env(redis.url, prefix))
     try:
         redis.start()
@@ -780,7 +850,8 @@ def run_chaos(plan: ChaosPlan, say: Callable[[str], None] | None = None) -> dict
             procs.start(f"solver-{k}", ["worker", "solver", "--local-predictor", "--min-idle-ms", str(plan.min_idle_ms)])
         url = f"http://127.0.0.1:{port}"
         _wait_ready(url, procs, time.monotonic() + plan.start_timeout_s)
-        say(f"service up at {url} (Redis {redis.url}, AOF fsync always, key prefix {prefix}, logs in {workdir})")
+        say(f"service up at {url} (Redis {redis.url}, AOF fsync {plan.appendfsync}, key prefix {prefix}, "
+            f"logs in {workdir})")
         run = ChaosRun(plan, bodies, url, redis, procs, say, backfills)
         report = asyncio.run(run.main())
         report["processes"] = procs.summary()

@@ -21,7 +21,10 @@ class Settings(BaseSettings):
 
     config: Path | None = Field(default=None, description="YAML service config; None = the built-in 3v3 and 12v12 pools.")
     store: Literal["memory", "redis"] = Field(default="memory", description="Ticket store backend.")
-    redis_url: str = Field(default="redis://127.0.0.1:6379/0", description="Redis URL for store=redis.")
+    redis_url: str = Field(default="redis://127.0.0.1:6379/0",
+                           description="Redis URL for store=redis: redis://, rediss:// or unix:// for one Redis; "
+                                       "redis+cluster://host:port (rediss+cluster:// with TLS) for a Redis Cluster, "
+                                       "through any one of its nodes (database 0 only).")
     key_prefix: str = Field(default="mgm", pattern=r"^[A-Za-z0-9_.:-]{1,32}$",
                             description="Prefix of every Redis key (one deployment per prefix).")
     embedded_workers: bool = Field(default=True, description="Run matchmaker/solver/inference inside the API process.")
@@ -75,6 +78,23 @@ class Settings(BaseSettings):
                                                 "ticket's GET shows unmatched_reason, diagnosed from the pool's rules "
                                                 "against the queue (re-checked every as many ticks); 0 = off.")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, v: str) -> str:
+        from redis.connection import parse_url
+
+        scheme = v.partition("://")[0].lower() if "://" in v else ""
+        if scheme not in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
+            raise ValueError("expected a redis://, rediss://, unix://, redis+cluster:// or rediss+cluster:// URL, "
+                             f"got {v[:100]!r}")
+        if scheme.endswith("+cluster"):
+            opts = parse_url(scheme.removesuffix("+cluster") + v[len(scheme):])
+            if not opts.get("host"):
+                raise ValueError("a cluster URL names one of its nodes: redis+cluster://host:port")
+            if opts.get("db", 0) != 0:
+                raise ValueError(f"a Redis Cluster has only database 0, got {opts['db']}")
+        return v
 
     @field_validator("api_keys", mode="before")
     @classmethod

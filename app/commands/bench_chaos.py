@@ -1,5 +1,8 @@
 """``mgmatch bench chaos``: the production topology under worker kills, a Redis restart and a FLUSHALL.
 
+With ``--cluster`` the store is a Redis Cluster (3 masters, a replica each) and the Redis restart is a
+failover of the master serving the pool's slot (``--failover graceful|kill``).
+
 Starts its own ``redis-server`` (loopback, append-only file with ``appendfsync always``, so what
 Redis acknowledged survives its SIGKILL), the API, a matchmaker and ``--solvers`` solver workers
 as processes; ingests ``--tickets`` tickets over HTTP while killing workers and Redis; then
@@ -45,8 +48,10 @@ def markdown(r: dict) -> str:
         "backfills accepted / filled / players backfilled":
             f"{r['backfills']} / {r['backfills_by_status'].get('filled', 0)} / {r['backfilled_players']}",
     }
+    store = f"cluster (failover {r['failover']})" if r.get("store") == "cluster" else "redis"
     lines = [f"cpu_count={os.cpu_count()} pool={r['pool']} tickets={r['tickets']} solvers={r['solvers']} "
-             f"kills={r['kills']} seed={r['seed']}", "", "| metric | value |", "|---|---|"]
+             f"kills={r['kills']} seed={r['seed']} store={store} appendfsync={r['appendfsync']}", "",
+             "| metric | value |", "|---|---|"]
     for label, key in ROWS:
         value = special[label] if key is None else r.get(key)
         lines.append(f"| {label} | {'—' if value is None else value} |")
@@ -90,6 +95,13 @@ def bench_chaos_cmd(
     redis_down_s: Annotated[float, typer.Option(help="Seconds Redis stays down when restarted.")] = 2.0,
     appendfsync: Annotated[str, typer.Option(help="Redis AOF fsync policy: always (nothing acknowledged is lost on "
                                                   "its SIGKILL) or everysec (the deployment default; faster).")] = "always",
+    cluster: Annotated[bool, typer.Option("--cluster/--no-cluster",
+                                          help="Run on a Redis Cluster of 3 masters with a replica each (needs "
+                                               "redis-cli); the Redis restart becomes a failover of the pool's "
+                                               "master.")] = False,
+    failover: Annotated[str, typer.Option(help="With --cluster: graceful (CLUSTER FAILOVER; nothing acknowledged "
+                                               "is lost) or kill (SIGKILL the master; writes its replica had not "
+                                               "received are lost).")] = "graceful",
     min_idle_ms: Annotated[int, typer.Option(help="Solvers take over a dead solver's job after this (ms).")] = 2000,
     stall_s: Annotated[float, typer.Option(help="Stop waiting for matches after this long without progress.")] = 60.0,
     max_s: Annotated[float, typer.Option(help="Upper bound on the whole run (s), start-up excluded.")] = 1800.0,
@@ -102,6 +114,7 @@ def bench_chaos_cmd(
 
     plan = ChaosPlan(tickets=tickets, pool=pool, solvers=solvers, kills=kills, rate=rate, seed=seed, concurrency=concurrency,
                      restart_redis=redis_restart, flush=flush, redis_down_s=redis_down_s, appendfsync=appendfsync,
+                     cluster=cluster, failover=failover,
                      min_idle_ms=min_idle_ms, backfills=backfills,
                      stall_s=stall_s, max_s=max_s, logs_to=logs)
     try:

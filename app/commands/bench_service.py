@@ -168,8 +168,12 @@ def _start_server(store: str, redis_url: str, prefix: str, config: Path | None) 
 
 def _cleanup_redis(redis_url: str, prefix: str) -> None:
     import redis
+    import redis.cluster
 
-    r = redis.Redis.from_url(redis_url)
+    from mgmatch.app.store.redis import cluster_node_url
+
+    node_url = cluster_node_url(redis_url)  # a cluster: SCAN every master
+    r = redis.cluster.RedisCluster.from_url(node_url) if node_url else redis.Redis.from_url(redis_url)
     for key in r.scan_iter(f"{prefix}:*", count=1000):
         r.delete(key)
     r.close()

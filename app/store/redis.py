@@ -13,6 +13,12 @@ writes after a failed save) into :class:`StoreUnavailable`; a consumer group tha
 the data (``NOGROUP``) is created again and the call retried; scripts flushed by a restart are
 loaded again by redis-py (``NOSCRIPT``); replies lost on a broken connection are retried a few
 times, and every script is safe to replay.
+
+Redis Cluster: a URL ``redis+cluster://host:port`` (``rediss+cluster://`` with TLS; any one node of
+the cluster, database 0) selects redis-py's cluster clients. Every multi-key script, pipeline and
+transaction touches the keys of one pool (one ``{pool}`` hash slot) or of ``{infer}`` only; MOVED
+and ASK are followed by the client; a failover (CLUSTERDOWN, TRYAGAIN, MASTERDOWN, a node gone, a
+blocked read cut by the role change) is StoreUnavailable like any outage.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import functools
 import inspect
 import json
 import logging
+import os
+import threading
 import time
 from importlib import resources
 from typing import Any
@@ -30,9 +38,13 @@ from typing import Any
 import anyio.to_thread
 import redis
 import redis.asyncio as aioredis
+import redis.asyncio.cluster as aiocluster
+import redis.cluster
 import redis.exceptions as rex
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.commands.core import Script
+from redis.connection import Encoder
 from redis.retry import Retry
 
 from ..keys import (
@@ -65,9 +77,13 @@ from .base import (
 log = logging.getLogger("mgmatch.store")
 
 # Redis cannot answer now, but will: a 503 for the API, a back-off for a worker.
-_UNAVAILABLE = (rex.ConnectionError, rex.TimeoutError, rex.ReadOnlyError, rex.ClusterDownError, rex.TryAgainError,
-                rex.OutOfMemoryError, OSError)
-_UNAVAILABLE_REPLIES = ("MISCONF", "MASTERDOWN", "LOADING", "READONLY", "TRYAGAIN", "CLUSTERDOWN")
+# On a cluster also: a failover in progress (ClusterError: CLUSTERDOWN, MASTERDOWN, redirections past the
+# client's TTL), a slot without a node, no node reachable, a blocked read cut by a master's demotion (UNBLOCKED).
+_UNAVAILABLE = (rex.ConnectionError, rex.TimeoutError, rex.ReadOnlyError, rex.ClusterError, rex.TryAgainError,
+                rex.OutOfMemoryError, rex.SlotNotCoveredError, OSError)
+_UNAVAILABLE_REPLIES = ("MISCONF", "MASTERDOWN", "LOADING", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "UNBLOCKED")
+_CLUSTER_UNREACHABLE = "Redis Cluster cannot be connected"
+_CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 # Blocking reads wait BLOCK_MS (1 s) and a predictor reply at most _MAX_REPLY_WAIT_S; the socket
 # timeout stays above both. A broken connection is retried a few times, briefly (well under a
@@ -96,10 +112,44 @@ SCRIPTS = ("create", "claim", "commit", "release", "takeover", "cancel", "expire
 _SOURCES = {name: _lua(name) for name in SCRIPTS}
 
 
+def cluster_node_url(url: str) -> str | None:
+    """For a cluster URL (``redis+cluster://`` or ``rediss+cluster://``) the plain URL of its node
+    (what redis-py's cluster clients take); None for any other URL."""
+    scheme, sep, rest = url.partition("://")
+    plain = _CLUSTER_SCHEMES.get(scheme.lower()) if sep else None
+    return None if plain is None else f"{plain}://{rest}"
+
+
+_CONNECTION_MODULES = tuple(os.path.join(os.path.dirname(redis.__file__), *parts)
+                            for parts in (("connection.py",), ("asyncio", "connection.py")))
+
+
+def _connection_race(err: Exception) -> bool:
+    """A connection closed under a command by the client itself. redis-py's asyncio cluster client
+    re-reads the topology when a failover moves a master and closes that node's connections, also
+    one another coroutine is writing to: the writer fails inside redis-py's connection code with
+    AttributeError (``'NoneType' object has no attribute 'writelines'``) or RuntimeError (``the
+    handler is closed``). For the caller that is a connection lost, like ConnectionError."""
+    if not isinstance(err, (AttributeError, RuntimeError)):
+        return False
+    tb = err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename in _CONNECTION_MODULES:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def _unavailable(err: Exception) -> StoreUnavailable | None:
-    """The StoreUnavailable an error of a Redis call means, or None when it is not about reaching Redis."""
-    if isinstance(err, _UNAVAILABLE) or (isinstance(err, rex.ResponseError)
-                                          and str(err).startswith(_UNAVAILABLE_REPLIES)):
+    """The StoreUnavailable an error of a Redis call means, or None when it is not about reaching Redis.
+    A NOSCRIPT that survived redis-py's own reload-and-retry is one too: on a cluster the script was
+    loaded by a client whose map of the masters was out of date during a failover; the next call loads
+    it on the new master."""
+    if (isinstance(err, _UNAVAILABLE)
+            or (isinstance(err, rex.ResponseError) and str(err).startswith(_UNAVAILABLE_REPLIES))
+            or isinstance(err, rex.NoScriptError)
+            or (isinstance(err, rex.RedisClusterException) and str(err).startswith(_CLUSTER_UNREACHABLE))
+            or _connection_race(err)):
         return StoreUnavailable(f"Redis unavailable: {type(err).__name__}: {err}")
     return None
 
@@ -111,9 +161,10 @@ def _guard(fn):
         async def guarded_async(*args, **kwargs):
             try:
                 return await fn(*args, **kwargs)
-            except (*_UNAVAILABLE, rex.ResponseError) as err:
+            except (*_UNAVAILABLE, rex.ResponseError, rex.RedisClusterException, AttributeError, RuntimeError) as err:
                 if (out := _unavailable(err)) is None:
                     raise
+                args[0]._drop_async_cluster()
                 raise out from err
         return guarded_async
 
@@ -121,7 +172,7 @@ def _guard(fn):
     def guarded(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (*_UNAVAILABLE, rex.ResponseError) as err:
+        except (*_UNAVAILABLE, rex.ResponseError, rex.RedisClusterException, AttributeError, RuntimeError) as err:
             if (out := _unavailable(err)) is None:
                 raise
             raise out from err
@@ -135,6 +186,69 @@ def _guard_public(cls):
             continue
         setattr(cls, name, _guard(attr))
     return cls
+
+
+_DROPPED_CLIENT_GRACE_S = 3.0
+_CLOSING: set[asyncio.Task] = set()  # closes of dropped asyncio clients in flight (held until done)
+
+
+async def _close_quietly(client: aiocluster.RedisCluster) -> None:
+    """Disconnect every node of a dropped asyncio cluster client. Its ``aclose()`` does nothing while
+    the client is due to re-read the topology, which is the state a failure leaves it in. Commands
+    already running on it get a moment to finish first (they may still re-read the topology)."""
+    await asyncio.sleep(_DROPPED_CLIENT_GRACE_S)
+    for close in (client.aclose, lambda: client.nodes_manager.aclose("nodes_cache"),
+                  lambda: client.nodes_manager.aclose("startup_nodes")):
+        try:
+            await close()
+        except Exception:  # noqa: BLE001 - a client dropped because it failed may fail to close too
+            log.debug("closing a dropped asyncio cluster client failed", exc_info=True)
+
+
+def _is_cluster_pipeline(client) -> bool:
+    return isinstance(client, (redis.cluster.ClusterPipeline, aiocluster.ClusterPipeline))
+
+
+def _queue_script(pipe, script, kv: dict[str, list]):
+    """Queue a script call on a cluster pipeline. redis-py refuses ``evalsha`` there (a cluster
+    pipeline cannot load scripts first), so it gets the plain EVALSHA command, which goes to the
+    node of its keys like any keyed command; a NOSCRIPT reply is the caller's to handle (load the
+    script on every master, run the batch again: every script is safe to replay)."""
+    return pipe.execute_command("EVALSHA", script.sha, len(kv["keys"]), *kv["keys"], *kv["args"])
+
+
+class _LazyCluster:
+    """A ``redis.cluster.RedisCluster`` built on its first command. redis-py's sync cluster client
+    reads the cluster's topology when it is built, and a store must be buildable while the cluster
+    is down (``serve`` and the workers start, then wait for it); until a node answers every command
+    raises the client's "cannot be connected" error, which is StoreUnavailable."""
+
+    def __init__(self, node_url: str, **options: Any):
+        self._url, self._options = node_url, options
+        self._client: redis.cluster.RedisCluster | None = None
+        self._lock = threading.Lock()
+        self._encoder = Encoder("utf-8", "strict", bool(options.get("decode_responses")))
+
+    def _cluster(self) -> redis.cluster.RedisCluster:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = redis.cluster.RedisCluster.from_url(self._url, **self._options)
+        return self._client
+
+    def get_encoder(self) -> Encoder:
+        """How scripts registered here hash their source (before any node was reached)."""
+        return self._encoder
+
+    def register_script(self, script: str) -> Script:
+        return Script(self, script)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cluster(), name)
 
 
 @_guard_public
@@ -155,7 +269,13 @@ class RedisStore(Store):
     @staticmethod
     def from_url(url: str, prefix: str = "mgm", match_retention_s: float = MATCH_RETENTION_S,
                  match_max_count: int = MATCH_MAX_COUNT) -> RedisStore:
+        """A store on one Redis (``redis://``, ``rediss://``, ``unix://``) or a Redis Cluster
+        (``redis+cluster://host:port``: any node of it)."""
         retry = Retry(_backoff(), _RETRIES)
+        node_url = cluster_node_url(url)
+        if node_url is not None:
+            return RedisStore(_LazyCluster(node_url, retry=retry, **_CLIENT_OPTIONS), prefix, url=url,
+                              match_retention_s=match_retention_s, match_max_count=match_max_count)
         client = redis.Redis.from_url(url, retry=retry, **_CLIENT_OPTIONS)
         return RedisStore(client, prefix, url=url, match_retention_s=match_retention_s,
                           match_max_count=match_max_count)
@@ -167,10 +287,25 @@ class RedisStore(Store):
         loop = asyncio.get_running_loop()
         if self._aio is None or self._aio[0] is not loop:
             retry = AsyncRetry(_backoff(), _RETRIES)
-            client = aioredis.Redis.from_url(self._url, retry=retry, **_CLIENT_OPTIONS)
+            node_url = cluster_node_url(self._url)
+            if node_url is not None:  # connects on its first command, not here
+                client = aiocluster.RedisCluster.from_url(node_url, retry=retry, **_CLIENT_OPTIONS)
+            else:
+                client = aioredis.Redis.from_url(self._url, retry=retry, **_CLIENT_OPTIONS)
             scripts = {name: client.register_script(_SOURCES[name]) for name in ("create", "cancel")}
             self._aio = (loop, client, scripts)
         return self._aio[1], self._aio[2]
+
+    def _drop_async_cluster(self) -> None:
+        """Forget this loop's asyncio cluster client after a failure: redis-py hands a connection back
+        to its pool whatever went wrong on it, so one whose write or read broke off in a failover may
+        still owe a reply, which the next command on it would take for its own. The next call builds
+        a fresh client (a few per failover); the old one is closed in the background."""
+        if self._aio is not None and isinstance(self._aio[1], aiocluster.RedisCluster):
+            old, self._aio = self._aio[1], None
+            task = asyncio.get_running_loop().create_task(_close_quietly(old))
+            _CLOSING.add(task)
+            task.add_done_callback(_CLOSING.discard)
 
     # ------------------------------------------------------------------ tickets
 
@@ -192,13 +327,18 @@ class RedisStore(Store):
                          TICKET_RETENTION_S, EVENTS_MAXLEN, k.ticket(pool, ""), *(p["id"] for p in ticket.players)]}
 
     def _create_call(self, ticket: Ticket, idempotency_key: str | None, client=None):
-        return self._s["create"](**self._create_kv(ticket, idempotency_key), client=client)
+        kv = self._create_kv(ticket, idempotency_key)
+        if _is_cluster_pipeline(client):
+            return _queue_script(client, self._s["create"], kv)
+        return self._s["create"](**kv, client=client)
 
     def create_many(self, items: list[tuple[Ticket, str | None]]) -> list[tuple[Ticket, bool] | Conflict]:
         """One round trip for the whole batch (a pipeline of the create script)."""
         try:
             replies = self._create_pipeline(items)
-        except rex.NoScriptError:  # flushed between redis-py's SCRIPT EXISTS and the batch: once more
+        except rex.NoScriptError:  # flushed between redis-py's SCRIPT EXISTS and the batch, or (a cluster's
+            # pipelines load no scripts) a node that never ran it, a replica promoted: load it, once more
+            self.r.script_load(_SOURCES["create"])
             replies = self._create_pipeline(items)  # (a create replayed for the same ticket is a no-op)
         out: list[tuple[Ticket, bool] | Conflict] = []
         for (t, _), prev in zip(items, replies, strict=True):
@@ -257,7 +397,8 @@ class RedisStore(Store):
             return await anyio.to_thread.run_sync(self.create_many, items)
         try:
             prevs = await self._acreate_pipeline(aio, items)
-        except rex.NoScriptError:
+        except rex.NoScriptError:  # as in create_many
+            await aio[0].script_load(_SOURCES["create"])
             prevs = await self._acreate_pipeline(aio, items)
         out: list[tuple[Ticket, bool] | Conflict] = []
         for (t, _), prev in zip(items, prevs, strict=True):
@@ -271,7 +412,11 @@ class RedisStore(Store):
         client, scripts = aio
         async with client.pipeline(transaction=False) as pipe:
             for t, key in items:
-                await scripts["create"](**self._create_kv(t, key), client=pipe)
+                kv = self._create_kv(t, key)
+                if _is_cluster_pipeline(pipe):
+                    _queue_script(pipe, scripts["create"], kv)
+                else:
+                    await scripts["create"](**kv, client=pipe)
             return await pipe.execute()
 
     async def aget(self, ticket_id: str) -> Ticket | None:

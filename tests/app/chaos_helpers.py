@@ -48,7 +48,7 @@ def assert_client_error(resp, what: str) -> None:
 def describe(report: dict) -> str:
     """One readable block of a chaos report, for assertion messages."""
     keys = ("accepted", "accepted_before_flush", "accepted_after_flush", "gave_up", "rejected", "matched", "lost",
-            "lost_by_status", "lost_sample", "leftover", "transient_404", "flushed_not_404", "flushed_codes",
+            "lost_by_status", "lost_sample", "leftover", "transient_404", "flushed_not_404", "flushed_codes", "flushed_not_404_sample",
             "double_booked", "double_booked_sample", "inconsistent_tickets", "malformed_matches", "http_codes",
             "transport_errors", "transport_error_kinds",
             "players_per_s", "wait_p50_s", "wait_p99_s", "settled", "elapsed_s")

@@ -3,6 +3,7 @@ redis-server of the test's own."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 import uuid
 from pathlib import Path
@@ -31,11 +32,50 @@ def live():
         rt.stop()
 
 
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory):
+    """A Redis Cluster of this test session's own: 3 masters with a replica each on loopback ports
+    (AOF, fsync always), shared by the tests that ask for it; a test may fail masters over."""
+    from mgmatch.app.localcluster import LocalCluster
+
+    if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
+        pytest.skip("the Redis Cluster tests start their own cluster: redis-server and redis-cli must be on PATH")
+    cluster = LocalCluster(tmp_path_factory.mktemp("redis-cluster"))
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture
-def redis_url():
-    """A Redis URL and a fresh key prefix; every key under the prefix is deleted afterwards."""
+def cluster_url(redis_cluster):
+    """The session cluster's store URL (``redis+cluster://``) and a fresh key prefix; every key under
+    the prefix, on every master, is deleted afterwards."""
+    import redis.cluster
+
+    from mgmatch.app.store.redis import cluster_node_url
+
+    for port in redis_cluster.ports:  # a test before may have killed a node or failed a master over
+        if port not in redis_cluster.running():
+            redis_cluster.restart(port)
+    redis_cluster.wait_healthy()
+    prefix = "mgmtest" + uuid.uuid4().hex[:8]
+    yield redis_cluster.url, prefix
+    redis_cluster.wait_healthy()
+    client = redis.cluster.RedisCluster.from_url(cluster_node_url(redis_cluster.url))
+    for key in client.scan_iter(f"{prefix}:*", count=1000):
+        client.delete(key)
+    client.close()
+
+
+@pytest.fixture
+def redis_url(request):
+    """A Redis URL and a fresh key prefix; every key under the prefix is deleted afterwards. On the
+    shared Redis, or on the session's cluster when parametrized indirectly with ``"cluster"``."""
     import redis
 
+    if getattr(request, "param", "single") == "cluster":
+        yield request.getfixturevalue("cluster_url")
+        return
     client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
     try:
         client.ping()

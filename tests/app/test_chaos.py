@@ -5,6 +5,7 @@ code as ``mgmatch bench chaos``; it starts its own redis-server (no shared Redis
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -89,6 +90,14 @@ def test_chaos_tickets_are_deterministic_fit_the_pool_and_parties_fill_a_team():
     assert all(len(p["features"]) == dim for t in a for p in t["players"])
 
 
+def test_chaos_plan_names_a_bad_failover_mode():
+    from mgmatch.core.errors import InvalidInput
+
+    with pytest.raises(InvalidInput) as err:
+        ChaosPlan(cluster=True, failover="nuke").validate()
+    assert err.value.field == "failover"
+
+
 def test_chaos_schedule_kills_workers_and_restarts_redis_before_the_flush():
     events = schedule(ChaosPlan(tickets=2000, kills=3, solvers=2))
     assert [(e.at, e.kind, e.target) for e in events] == [
@@ -125,6 +134,34 @@ def test_kills_redis_restart_and_flushall_lose_nothing_redis_kept_and_book_nobod
     # backfills took players from the same queue, and every filled one is confirmed by its tickets
     assert r["backfills"] == plan.backfills and r["backfills_by_status"].get("filled", 0) > 0, why
     assert r["backfill_double_booked"] == 0 and r["backfill_mismatched"] == 0, why
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+@pytest.mark.cluster
+@pytest.mark.skipif(REDIS_SERVER is None or shutil.which("redis-cli") is None,
+                    reason="the cluster run needs redis-server and redis-cli on PATH")
+def test_on_a_cluster_a_master_failover_and_kills_lose_nothing_and_book_nobody_twice(tmp_path):
+    """The same run on a Redis Cluster (3 masters, a replica each): the master serving the pool's slot
+    hands over to its replica (CLUSTER FAILOVER) mid-ingest, workers are SIGKILLed, then FLUSHALL on
+    every master."""
+    plan = ChaosPlan(tickets=1000, pool="3v3", solvers=2, kills=3, rate=80.0, seed=12, cluster=True,
+                     failover="graceful", restart_after_s=0.5, min_idle_ms=1000, stall_s=45.0, max_s=240.0,
+                     accept_timeout_s=30.0, logs_to=tmp_path / "logs")
+    r = run_chaos(plan)
+    why = describe(r)
+    kinds = [e["what"] for e in r["events"]]
+    assert r["store"] == "cluster" and r["failover"] == "graceful", why
+    assert any(w.startswith("CLUSTER FAILOVER") for w in kinds), why
+    assert any(w.startswith("replica ") and "is the pool's master" in w for w in kinds), why
+    assert sum(w.startswith("SIGKILL ") for w in kinds) == 3 and any(w.startswith("FLUSHALL") for w in kinds), why
+    assert r["accepted"] == 1000 and r["accepted_before_flush"] > 0 and r["accepted_after_flush"] > 0, why
+    assert r["http_5xx_non_503"] == 0 and r["transport_errors"] == 0, why
+    assert r["lost"] == 0 and r["transient_404"] == 0 and r["flushed_not_404"] == 0, why
+    assert r["matched"] + r["leftover"] == r["accepted"] and r["leftover"] <= 10, why
+    assert r["double_booked"] == 0 and r["inconsistent_tickets"] == 0 and r["malformed_matches"] == 0, why
+    assert all(p["tracebacks"] == 0 for p in r["processes"].values()), why
+    assert r["processes"]["api"]["error_lines"] == 0, why  # e.g. no unclosed asyncio cluster clients
 
 
 def _processes_with(marker: bytes) -> list[int]:

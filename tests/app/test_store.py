@@ -9,12 +9,20 @@ import pytest
 from mgmatch.app.store import Conflict, MatchResult, MemoryStore, RedisStore, Ticket, new_ticket_id, pool_of
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def pytest_generate_tests(metafunc):
+    """Every Redis test runs on one Redis and on the session's Redis Cluster (3 masters, 3 replicas)."""
+    if "redis_url" in metafunc.fixturenames:
+        metafunc.parametrize("redis_url", ["single", pytest.param("cluster", marks=pytest.mark.cluster)],
+                             indirect=True)
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis),
+                        pytest.param("cluster", marks=[pytest.mark.redis, pytest.mark.cluster])])
 def store(request):
     if request.param == "memory":
         yield MemoryStore()
         return
-    url, prefix = request.getfixturevalue("redis_url")
+    url, prefix = request.getfixturevalue("cluster_url" if request.param == "cluster" else "redis_url")
     s = RedisStore.from_url(url, prefix=prefix)
     yield s
     s.close()
