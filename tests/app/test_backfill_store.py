@@ -11,12 +11,13 @@ import pytest
 from mgmatch.app.store import Backfill, Conflict, MatchResult, MemoryStore, RedisStore, Ticket, new_ticket_id
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis),
+                        pytest.param("cluster", marks=[pytest.mark.redis, pytest.mark.cluster])])
 def store(request):
     if request.param == "memory":
         yield MemoryStore()
         return
-    url, prefix = request.getfixturevalue("redis_url")
+    url, prefix = request.getfixturevalue("cluster_url" if request.param == "cluster" else "redis_url")
     s = RedisStore.from_url(url, prefix=prefix)
     yield s
     s.close()

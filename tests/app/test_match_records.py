@@ -25,7 +25,8 @@ from mgmatch.app.store import (
 from mgmatch.pipeline.matchlog import load_matchlog
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis),
+                        pytest.param("cluster", marks=[pytest.mark.redis, pytest.mark.cluster])])
 def make(request):
     """Factory: make(**limits) → a store of the parametrized kind with those match limits."""
     made = []
@@ -34,7 +35,7 @@ def make(request):
         if request.param == "memory":
             s = MemoryStore(**limits)
         else:
-            url, prefix = request.getfixturevalue("redis_url")
+            url, prefix = request.getfixturevalue("cluster_url" if request.param == "cluster" else "redis_url")
             s = RedisStore.from_url(url, prefix=prefix, **limits)
         made.append(s)
         return s

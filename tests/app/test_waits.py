@@ -18,12 +18,13 @@ from mgmatch.app.store.base import THROUGHPUT_WINDOW_S, WaitInputs, rate_of
 from mgmatch.app.waits import diagnose, estimate_wait
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis),
+                        pytest.param("cluster", marks=[pytest.mark.redis, pytest.mark.cluster])])
 def store(request):
     if request.param == "memory":
         yield MemoryStore()
         return
-    url, prefix = request.getfixturevalue("redis_url")
+    url, prefix = request.getfixturevalue("cluster_url" if request.param == "cluster" else "redis_url")
     s = RedisStore.from_url(url, prefix=prefix)
     yield s
     s.close()
@@ -324,11 +325,12 @@ def test_reasons_can_be_switched_off(tmp_path):
 # --------------------------------------------------------------------------- both front ends
 
 
-@pytest.mark.parametrize("kind", ["memory", pytest.param("redis", marks=pytest.mark.redis)])
+@pytest.mark.parametrize("kind", ["memory", pytest.param("redis", marks=pytest.mark.redis),
+                                  pytest.param("cluster", marks=[pytest.mark.redis, pytest.mark.cluster])])
 def test_get_shows_the_estimate_and_the_reason_over_http(tmp_path, live, kind, request):
     extra = {}
-    if kind == "redis":
-        url, prefix = request.getfixturevalue("redis_url")
+    if kind != "memory":  # the API reads the estimate's inputs with the asyncio client (cluster client on a cluster)
+        url, prefix = request.getfixturevalue("cluster_url" if kind == "cluster" else "redis_url")
         extra = {"store": "redis", "redis_url": url, "key_prefix": prefix}
     rt = _runtime(tmp_path, embedded_workers=False, **extra)
     srv = live(rt)
