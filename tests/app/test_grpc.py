@@ -48,7 +48,10 @@ def served(tmp_path):
     channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
     try:
         grpc.channel_ready_future(channel).result(timeout=60)
-        yield pb_grpc.MatchmakerStub(channel), f"http://127.0.0.1:{http_port}"
+        url = f"http://127.0.0.1:{http_port}"
+        with client(url) as c:  # gRPC can answer before uvicorn has bound its port
+            poll(lambda: _answers(c), timeout=60)
+        yield pb_grpc.MatchmakerStub(channel), url
     finally:
         channel.close()
         proc.terminate()
@@ -56,6 +59,15 @@ def served(tmp_path):
             proc.wait(15)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def _answers(c) -> bool:
+    import httpx
+
+    try:
+        return c.get("/healthz").status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def _code(fn, *args) -> tuple[grpc.StatusCode, str]:
