@@ -44,8 +44,10 @@ from mgmatch.core.problem import Problem
 from mgmatch.core.solution import Solution
 
 from .base import Budget, register
-from .mip import MipModel
+from .enumerate import best_assignment
+from .mip import BuildInterrupted, MipModel
 from .pas import TR_DELTA, TR_FRACTION, true_search
+from .policy import PATHS, Choice, choose, enumerate_chunk, use_trained_predictor
 from .polish import polish
 
 #: default wall-clock budget when the caller gives none (the paper's 3v3 online limit)
@@ -112,7 +114,7 @@ class MGMatchSolver:
                  default_time_limit_ms: float = DEFAULT_TIME_LIMIT_MS, polish_share: float = POLISH_SHARE,
                  use_polish: bool = True, warm_start: bool = True, search: bool = True,
                  surrogate_share: float = SURROGATE_SHARE, tr_fraction: float = TR_FRACTION,
-                 tr_delta: float = TR_DELTA):
+                 tr_delta: float = TR_DELTA, policy: str = "auto"):
         if predictor is None:
             raise InvalidInput("predictor", f"method {name!r} needs a solution predictor "
                                             "(e.g. mgmatch.models.runtime.load_predictor(name)); none was given")
@@ -128,9 +130,35 @@ class MGMatchSolver:
         self.surrogate_share = surrogate_share
         self.tr_fraction = tr_fraction
         self.tr_delta = tr_delta
+        if policy not in PATHS:
+            raise InvalidInput("policy", f"expected one of {', '.join(PATHS)}, got {policy!r}")
+        self.policy = policy
+        self.last_choice: Choice | None = None
+        self._predict_times: list[float] = []  # seconds of the trained predictor's last calls
 
-    def _predict(self, problem: Problem) -> np.ndarray:
+    def expected_predict_s(self) -> float | None:
+        """The trained predictor's expected time: the slowest of its last 8 calls (None: never run)."""
+        return max(self._predict_times[-8:]) if self._predict_times else None
+
+    def _predict(self, problem: Problem, left_s: float | None = None, stats: dict | None = None) -> np.ndarray:
+        """P [N, D] from the trained predictor, or from the engagement gradient (as ``surrogate``)
+        when the predictor's expected time does not fit the time left (the policy's choice)."""
+        from .surrogate import GradientPredictor
+
+        trained = not isinstance(self.predictor, GradientPredictor)
+        if trained and not use_trained_predictor(self.expected_predict_s(), left_s):
+            if stats is not None:
+                stats["predictor_used"] = GradientPredictor.version
+            return self._checked(problem, GradientPredictor().predict([problem]))
+        t0 = time.perf_counter()
         out = self.predictor.predict([problem])
+        if trained:
+            self._predict_times = self._predict_times[-7:] + [time.perf_counter() - t0]
+        if stats is not None:
+            stats["predictor_used"] = getattr(self.predictor, "version", None)
+        return self._checked(problem, out)
+
+    def _checked(self, problem: Problem, out: list) -> np.ndarray:
         N, D = problem.instance.n, problem.instance.teams
         if len(out) != 1:
             raise ValueError(f"predictor returned {len(out)} predictions for 1 problem")
@@ -142,8 +170,8 @@ class MGMatchSolver:
         return np.clip(p, 0.0, 1.0)
 
     def solve(self, problem: Problem, budget: Budget) -> Solution:
+        """The measured policy (:mod:`mgmatch.solvers.policy`) picks the path, then runs it."""
         budget = budget.or_default(self.default_time_limit_ms)
-        deadline = budget.deadline()
         version = getattr(self.predictor, "version", None)
         stats: dict = {"predictor": version}
 
@@ -153,17 +181,96 @@ class MGMatchSolver:
         if budget.expired():
             return answer(None, "no_solution")
         t0 = time.perf_counter()
-        p = self._predict(problem)
+        choice = choose(problem, budget.remaining(), self.policy)
+        self.last_choice = choice
+        stats.update(choice.stats(), policy_ms=round((time.perf_counter() - t0) * 1e3, 3))
+        starts: dict[bytes, np.ndarray] = {}
+        if choice.path == "enumerate":
+            t1 = time.perf_counter()
+            res = best_assignment(problem, budget.deadline() - FINISH_RESERVE_S,
+                                  chunk=enumerate_chunk(budget.remaining()))
+            stats.update(enumerate_ms=round((time.perf_counter() - t1) * 1e3, 3), enumerate_complete=res.complete,
+                         enumerate_examined=res.examined)
+            if res.complete:
+                return answer(res.team_of, "infeasible" if res.team_of is None else "optimal")
+            if res.team_of is not None:  # cut short: its best is one more start for the pipeline
+                starts[res.team_of.tobytes()] = res.team_of
+        if budget.remaining() <= FINISH_RESERVE_S:
+            return answer(next(iter(starts.values()), None), "feasible" if starts else "no_solution")
+        t0 = time.perf_counter()
+        p = self._predict(problem, budget.remaining(), stats)
         stats["predict_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
         if budget.remaining() <= FINISH_RESERVE_S:
-            return answer(None, "no_solution")
+            return answer(next(iter(starts.values()), None), "feasible" if starts else "no_solution")
 
         # greedy rounding: a free candidate and the warm start when it is feasible
         rounded = round_prediction(p, problem.instance.sizes)
-        starts: dict[bytes, np.ndarray] = {}
-        if problem.checker.feasible(rounded[None])[0]:
-            starts[rounded.tobytes()] = rounded
-        stats["rounding_feasible"] = bool(starts)
+        rounding_ok = bool(problem.checker.feasible(rounded[None])[0])
+        if rounding_ok:
+            starts.setdefault(rounded.tobytes(), rounded)
+        stats["rounding_feasible"] = rounding_ok
+        if choice.path == "scip":
+            return self._scip_path(problem, budget, p, starts, stats, answer)
+        return self._pipeline(problem, budget, p, starts, stats, answer)
+
+    def _scip_path(self, problem: Problem, budget: Budget, p: np.ndarray, starts: dict, stats: dict,
+                   answer) -> Solution:
+        """The engagement MIP warm-started at once with the best start, with all the time left.
+
+        SCIP's limit is what is left of the budget after building the model (minus the margin it
+        overshoots by and a reserve to polish an unproven answer); without a proof, the better of
+        SCIP's answer and the start is polished with the reserve.
+        """
+        deadline = budget.deadline()
+        stop = deadline - FINISH_RESERVE_S
+        t1 = time.perf_counter()
+        start = max(starts.values(), key=problem.objective) if starts else None
+        best, best_obj = start, (None if start is None else problem.objective(start))
+        try:
+            mip = MipModel.build(problem.compiled, checker=problem.checker, settings="exact", deadline=stop)
+            mip.add_engagement_objective(problem, deadline=stop)
+        except BuildInterrupted:
+            mip = None
+        if mip is not None and start is not None and self.warm_start:
+            mip.warm_start(start)
+        stats["scip_build_ms"] = round((time.perf_counter() - t1) * 1e3, 3)
+        left = stop - time.perf_counter() - SCIP_MARGIN_S
+        reserve = left * FINAL_POLISH_SHARE
+        limit = left - reserve
+        stats["scip_limit_ms"] = round(max(0.0, limit) * 1e3, 3)
+        if mip is not None and limit > 0:
+            mip.set_time_limit(limit)
+            res = mip.solve()
+            stats.update(scip_status=res.status, scip_ms=round(res.time_s * 1e3, 3), scip_nodes=res.nodes)
+            if res.status == "infeasible" and res.team_of is None and start is None:
+                return answer(None, "infeasible")
+            if res.team_of is not None:
+                obj = problem.objective(res.team_of)
+                if res.optimal:
+                    return answer(res.team_of, "optimal")
+                if best_obj is None or obj > best_obj:
+                    best, best_obj = res.team_of, obj
+        if best is None:
+            return answer(None, "no_solution")
+        res_p = polish(problem, best, deadline=stop)
+        stats["final_polish_moves"] = res_p.rounds
+        if res_p.objective > best_obj:
+            best = res_p.team_of
+        return answer(best, "feasible")
+
+    def _polish_only(self, problem: Problem, stop: float, starts: dict, stats: dict, answer) -> Solution:
+        """No time for a MIP: the best start polished until ``stop`` (``no_solution`` without one)."""
+        if not starts:
+            return answer(None, "no_solution")
+        best = max(starts.values(), key=problem.objective)
+        res_p = polish(problem, best, deadline=stop)
+        stats["final_polish_moves"] = res_p.rounds
+        return answer(res_p.team_of if res_p.objective > problem.objective(best) else best, "feasible")
+
+    def _pipeline(self, problem: Problem, budget: Budget, p: np.ndarray, starts: dict, stats: dict,
+                  answer) -> Solution:
+        """Surrogate MIP → polish → search of the engagement MIP (the module docstring's steps 3–5)."""
+        deadline = budget.deadline()
 
         # surrogate MIP (Eq. 20-21): its share of the budget left (at least SURROGATE_MIN_S); when
         # that gave no feasible assignment, the solve goes on with all the time left
@@ -171,7 +278,12 @@ class MGMatchSolver:
         stop = deadline - FINISH_RESERVE_S
         mip = None
         if stop - time.perf_counter() > SCIP_MARGIN_S:
-            mip = MipModel.build(problem.compiled, checker=problem.checker, fast=True)
+            try:
+                mip = MipModel.build(problem.compiled, checker=problem.checker, fast=True, deadline=stop)
+            except BuildInterrupted:
+                stats["surrogate_ms"] = round((time.perf_counter() - t1) * 1e3, 3)
+                stats["surrogate_status"] = "build_interrupted"
+                return self._polish_only(problem, stop, starts, stats, answer)
             mip.set_linear_objective(p)
             if self.warm_start and starts:
                 mip.warm_start(next(iter(starts.values())))
