@@ -14,7 +14,7 @@ from mgmatch.core.solution import Solution
 
 from .base import Budget, register
 from .enumerate import best_assignment, count_assignments
-from .mip import BuildInterrupted, MipModel
+from .mip import ENGAGEMENT_BUILDS, BuildClock, BuildInterrupted, MipModel
 
 #: ``exact`` enumerates when an instance has at most this many assignments, else runs SCIP.
 #: Measured on 30 3v3 preset instances (seed 2, quiet machine, current ``exact`` SCIP preset,
@@ -42,8 +42,15 @@ class ScipSolver:
     def solve(self, problem: Problem, budget: Budget, method: str | None = None) -> Solution:
         method = method or self.name
         t0 = time.perf_counter()
-        # the budget counts building: a build that runs past the deadline is abandoned, and SCIP's
-        # own (wall-clock) limit is what is left after building
+        # the budget counts building: a build that cannot fit is not started (measured build
+        # times, ENGAGEMENT_BUILDS), one that runs past the deadline is abandoned, and SCIP's own
+        # (wall-clock) limit is what is left after building
+        size = BuildClock.size(problem.compiled)
+        left = budget.remaining()
+        if left is not None and ENGAGEMENT_BUILDS.expected_s(size) > left:
+            self.last_stats = {"status": "no_time", "build_s": 0.0, "time_limit_s": None,
+                               "expected_build_s": ENGAGEMENT_BUILDS.expected_s(size)}
+            return problem.solution(None, "no_solution", method, budget.elapsed_ms())
         try:
             mip = MipModel.build(problem.compiled, checker=problem.checker, settings=self.settings,
                                  deadline=budget.deadline())
@@ -52,6 +59,7 @@ class ScipSolver:
             self.last_stats = {"status": "no_time", "build_s": time.perf_counter() - t0, "time_limit_s": None}
             return problem.solution(None, "no_solution", method, budget.elapsed_ms())
         build_s = time.perf_counter() - t0
+        ENGAGEMENT_BUILDS.record(build_s, size)
         left = budget.remaining()
         if left is not None and left <= 0.0:
             self.last_stats = dict(mip.stats, status="no_time", build_s=build_s, time_limit_s=None)

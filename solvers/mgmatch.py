@@ -45,7 +45,7 @@ from mgmatch.core.solution import Solution
 
 from .base import Budget, register
 from .enumerate import best_assignment
-from .mip import BuildInterrupted, MipModel
+from .mip import ENGAGEMENT_BUILDS, SURROGATE_BUILDS, BuildClock, BuildInterrupted, MipModel
 from .pas import TR_DELTA, TR_FRACTION, true_search
 from .policy import PATHS, Choice, choose, enumerate_chunk, use_trained_predictor
 from .polish import polish
@@ -226,11 +226,15 @@ class MGMatchSolver:
         t1 = time.perf_counter()
         start = max(starts.values(), key=problem.objective) if starts else None
         best, best_obj = start, (None if start is None else problem.objective(start))
-        try:
-            mip = MipModel.build(problem.compiled, checker=problem.checker, settings="exact", deadline=stop)
-            mip.add_engagement_objective(problem, deadline=stop)
-        except BuildInterrupted:
-            mip = None
+        size = BuildClock.size(problem.compiled)
+        mip = None
+        if ENGAGEMENT_BUILDS.expected_s(size) <= stop - t1:  # else no time to build: polish the start
+            try:
+                mip = MipModel.build(problem.compiled, checker=problem.checker, settings="exact", deadline=stop)
+                mip.add_engagement_objective(problem, deadline=stop)
+                ENGAGEMENT_BUILDS.record(time.perf_counter() - t1, size)
+            except BuildInterrupted:
+                mip = None
         if mip is not None and start is not None and self.warm_start:
             mip.warm_start(start)
         stats["scip_build_ms"] = round((time.perf_counter() - t1) * 1e3, 3)
@@ -278,8 +282,12 @@ class MGMatchSolver:
         stop = deadline - FINISH_RESERVE_S
         mip = None
         if stop - time.perf_counter() > SCIP_MARGIN_S:
+            size = BuildClock.size(problem.compiled)
             try:
+                if SURROGATE_BUILDS.expected_s(size) > stop - time.perf_counter():
+                    raise BuildInterrupted("no time to build the surrogate MIP (measured build times)")
                 mip = MipModel.build(problem.compiled, checker=problem.checker, fast=True, deadline=stop)
+                SURROGATE_BUILDS.record(time.perf_counter() - t1, size)
             except BuildInterrupted:
                 stats["surrogate_ms"] = round((time.perf_counter() - t1) * 1e3, 3)
                 stats["surrogate_status"] = "build_interrupted"

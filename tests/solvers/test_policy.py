@@ -16,14 +16,25 @@ from mgmatch.core.errors import InvalidInput
 from mgmatch.core.presets import generate_instances, resolve_model
 from mgmatch.core.problem import Problem
 from mgmatch.core.solution import team_of_from_teams
+from mgmatch.solvers import exact as exact_mod
 from mgmatch.solvers import mgmatch as mg
 from mgmatch.solvers import policy
 from mgmatch.solvers.base import Budget, get_solver
 from mgmatch.solvers.exact import ScipSolver
-from mgmatch.solvers.mip import BuildInterrupted, MipModel
+from mgmatch.solvers.mip import BuildClock, BuildInterrupted, MipModel
 from mgmatch.solvers.surrogate import GradientPredictor
 
 SEED = 3
+
+
+@pytest.fixture(autouse=True)
+def fresh_build_clocks(monkeypatch):
+    """Each test measures its own build times (the clocks are process-wide)."""
+    eng, sur = BuildClock(), BuildClock()
+    monkeypatch.setattr(exact_mod, "ENGAGEMENT_BUILDS", eng)
+    monkeypatch.setattr(mg, "ENGAGEMENT_BUILDS", eng)
+    monkeypatch.setattr(mg, "SURROGATE_BUILDS", sur)
+    return eng, sur
 
 
 def problems(preset: str, count: int, seed: int = SEED) -> list[Problem]:
@@ -237,3 +248,33 @@ def test_build_deadline_raises_and_none_builds():
     mip = MipModel.build(pr.compiled, checker=pr.checker, deadline=time.perf_counter() + 60)
     with pytest.raises(BuildInterrupted):
         mip.add_engagement_objective(pr, deadline=time.perf_counter() - 1.0)
+
+
+def test_a_build_measured_too_slow_for_the_time_left_is_not_started(monkeypatch, fresh_build_clocks):
+    eng, _ = fresh_build_clocks
+    pr, = problems("12v12", 1)
+    best = optimum(pr)
+    size = BuildClock.size(pr.compiled)
+    eng.rates.clear()  # (the exact solve above measured one build)
+    eng.record(0.5, size)  # a build of this size took 500 ms
+    assert eng.expected_s(size) == pytest.approx(0.5)
+
+    def must_not_build(*a, **k):
+        raise AssertionError("built a model that could not fit")
+
+    monkeypatch.setattr(MipModel, "build", classmethod(must_not_build))
+    solver = ScipSolver()
+    sol = solver.solve(pr, Budget.of(100))
+    assert sol.status == "no_solution" and solver.last_stats["status"] == "no_time"
+    # MGMatch's SCIP path falls back to polishing its start instead
+    sol = mg.MGMatchSolver(FixedPredictor(best), policy="scip").solve(pr, Budget.of(100))
+    assert sol.status == "feasible" and sol.objective == pytest.approx(pr.objective(best), rel=1e-9)
+
+
+def test_build_clock_is_an_upper_quartile_of_recent_rates():
+    clock = BuildClock(keep=4)
+    assert clock.expected_s(100) == 0.0  # never measured: always try
+    for s in (0.01, 0.02, 0.03, 0.04, 0.05):
+        clock.record(s, 100)
+    assert len(clock.rates) == 4  # the oldest is forgotten
+    assert clock.expected_s(200) == pytest.approx(2 * 0.04)
