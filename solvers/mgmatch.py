@@ -140,13 +140,15 @@ class MGMatchSolver:
         """The trained predictor's expected time: the slowest of its last 8 calls (None: never run)."""
         return max(self._predict_times[-8:]) if self._predict_times else None
 
-    def _predict(self, problem: Problem, left_s: float | None = None, stats: dict | None = None) -> np.ndarray:
+    def _predict(self, problem: Problem, left_s: float | None = None, stats: dict | None = None,
+                 small_pool: bool = False) -> np.ndarray:
         """P [N, D] from the trained predictor, or from the engagement gradient (as ``surrogate``)
-        when the predictor's expected time does not fit the time left (the policy's choice)."""
+        when the policy says the predictor does not pay (:func:`~mgmatch.solvers.policy.use_trained_predictor`:
+        its expected time does not fit the time left, or the pool is a small one)."""
         from .surrogate import GradientPredictor
 
         trained = not isinstance(self.predictor, GradientPredictor)
-        if trained and not use_trained_predictor(self.expected_predict_s(), left_s):
+        if trained and not use_trained_predictor(self.expected_predict_s(), left_s, small_pool):
             if stats is not None:
                 stats["predictor_used"] = GradientPredictor.version
             return self._checked(problem, GradientPredictor().predict([problem]))
@@ -198,7 +200,7 @@ class MGMatchSolver:
         if budget.remaining() <= FINISH_RESERVE_S:
             return answer(next(iter(starts.values()), None), "feasible" if starts else "no_solution")
         t0 = time.perf_counter()
-        p = self._predict(problem, budget.remaining(), stats)
+        p = self._predict(problem, budget.remaining(), stats, small_pool=choice.small_pool and self.policy == "auto")
         stats["predict_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
         if budget.remaining() <= FINISH_RESERVE_S:
             return answer(next(iter(starts.values()), None), "feasible" if starts else "no_solution")
