@@ -1,5 +1,17 @@
 """MGMatch's fast solver (paper §4.3): predict, solve the surrogate MIP, polish, then search the true MIP.
 
+**Policy first** (:mod:`mgmatch.solvers.policy`, ``policy="auto"``; ``"enumerate"``, ``"scip"`` or
+``"pipeline"`` force a path): from measured cost estimates it picks one of three paths —
+enumerate every team formation (small pools: a proven optimum in a few ms, or as far as a tight
+budget goes), warm-start SCIP on the engagement MIP at once with the rounded prediction (when the
+runtime predictor says the MIP closes well inside the time left), or the pipeline below. It also
+decides whether the trained predictor runs (its measured time must fit 15% of the time left, and
+not on small pools) or the engagement gradient (``surrogate``'s, ~0.05 ms) stands in. Every MIP
+build counts against the budget: one that cannot fit (measured build times,
+:class:`~mgmatch.solvers.mip.BuildClock`) is not started, one that runs past the deadline is
+abandoned (:class:`~mgmatch.solvers.mip.BuildInterrupted`), and SCIP's limit is what is left after
+building. ``stats["policy_path"]`` and ``stats["predictor_used"]`` say what ran.
+
 Pipeline inside one wall-clock budget (default 100 ms, INCLUDING encoding and inference):
 
 1. **Predict.** A :class:`Predictor` maps the problem to P [N, D], the probability that player i
@@ -48,7 +60,7 @@ from .enumerate import best_assignment
 from .mip import ENGAGEMENT_BUILDS, SURROGATE_BUILDS, BuildClock, BuildInterrupted, MipModel
 from .pas import TR_DELTA, TR_FRACTION, true_search
 from .policy import PATHS, Choice, choose, enumerate_chunk, use_trained_predictor
-from .polish import polish
+from .polish import PolishResult, polish
 
 #: default wall-clock budget when the caller gives none (the paper's 3v3 online limit)
 DEFAULT_TIME_LIMIT_MS = 100.0
@@ -68,6 +80,10 @@ FINAL_POLISH_SHARE = 0.08
 FINISH_RESERVE_S = 0.002
 #: SCIP checks its time limit between nodes and overshoots it by a few ms: stop it this early
 SCIP_MARGIN_S = 0.004
+#: measured polish rounds (seconds per N² candidates): no round is started that could not finish;
+#: a round on a 95-candidate pool took 30–50 ms under load, so without it the first round of a
+#: late answer ran 40 ms past the budget
+POLISH_ROUNDS = BuildClock()
 
 
 @runtime_checkable
@@ -258,18 +274,27 @@ class MGMatchSolver:
                     best, best_obj = res.team_of, obj
         if best is None:
             return answer(None, "no_solution")
-        res_p = polish(problem, best, deadline=stop)
+        res_p = self._polish(problem, best, stop)
         stats["final_polish_moves"] = res_p.rounds
         if res_p.objective > best_obj:
             best = res_p.team_of
         return answer(best, "feasible")
+
+    @staticmethod
+    def _polish(problem: Problem, team_of: np.ndarray, deadline: float, pace: float = 0.0) -> PolishResult:
+        """:func:`polish` paced by the measured rounds (:data:`POLISH_ROUNDS`) and recording them."""
+        size = problem.instance.n ** 2
+        res = polish(problem, team_of, deadline=deadline, round_s=max(pace, POLISH_ROUNDS.expected_s(size)))
+        if res.measured_round_s > 0:
+            POLISH_ROUNDS.record(res.measured_round_s, size)
+        return res
 
     def _polish_only(self, problem: Problem, stop: float, starts: dict, stats: dict, answer) -> Solution:
         """No time for a MIP: the best start polished until ``stop`` (``no_solution`` without one)."""
         if not starts:
             return answer(None, "no_solution")
         best = max(starts.values(), key=problem.objective)
-        res_p = polish(problem, best, deadline=stop)
+        res_p = self._polish(problem, best, stop)
         stats["final_polish_moves"] = res_p.rounds
         return answer(res_p.team_of if res_p.objective > problem.objective(best) else best, "feasible")
 
@@ -330,12 +355,12 @@ class MGMatchSolver:
         t2 = time.perf_counter()
         searching = self.search and mip is not None
         polish_stop = min(budget.share(self.polish_share).deadline(), stop) if searching else stop
-        pace = 0.0  # seconds per polish round, the longest seen
+        pace = POLISH_ROUNDS.expected_s(problem.instance.n ** 2)  # seconds per polish round
         polished, moves = 0, 0
         for k in order:
-            if polished and time.perf_counter() + pace >= polish_stop:
+            if time.perf_counter() + pace >= polish_stop:
                 break
-            res_p = polish(problem, cands[k], deadline=polish_stop, round_s=pace)
+            res_p = self._polish(problem, cands[k], polish_stop, pace)
             pace = max(pace, res_p.round_s)
             polished += 1
             moves += res_p.rounds
@@ -356,7 +381,7 @@ class MGMatchSolver:
         if found.team_of is not None and found.objective > best_obj:
             best, best_obj = found.team_of, found.objective
             if not found.proven_optimal:
-                res_p = polish(problem, best, deadline=stop, round_s=pace)
+                res_p = self._polish(problem, best, stop, pace)
                 stats["final_polish_moves"] = res_p.rounds
                 if res_p.objective > best_obj:
                     best, best_obj = res_p.team_of, res_p.objective

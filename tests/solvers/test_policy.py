@@ -34,6 +34,7 @@ def fresh_build_clocks(monkeypatch):
     monkeypatch.setattr(exact_mod, "ENGAGEMENT_BUILDS", eng)
     monkeypatch.setattr(mg, "ENGAGEMENT_BUILDS", eng)
     monkeypatch.setattr(mg, "SURROGATE_BUILDS", sur)
+    monkeypatch.setattr(mg, "POLISH_ROUNDS", BuildClock())
     return eng, sur
 
 
@@ -278,3 +279,26 @@ def test_build_clock_is_an_upper_quartile_of_recent_rates():
         clock.record(s, 100)
     assert len(clock.rates) == 4  # the oldest is forgotten
     assert clock.expected_s(200) == pytest.approx(2 * 0.04)
+
+
+def test_no_polish_round_is_started_that_the_measured_pace_says_cannot_finish(monkeypatch):
+    pr, = problems("12v12", 1)
+    slow = BuildClock()
+    slow.record(10.0, pr.instance.n ** 2)  # a round took 10 s
+    monkeypatch.setattr(mg, "POLISH_ROUNDS", slow)
+    sol = mg.MGMatchSolver(GradientPredictor(), policy="pipeline").solve(pr, Budget.of(400))
+    assert sol.stats["polish_starts"] == 0 and sol.stats["polish_moves"] == 0
+    assert sol.has_assignment  # the surrogate's answer, unpolished
+    t = team_of_from_teams(pr.instance, sol.teams)
+    assert pr.checker.feasible(t[None])[0]
+
+
+def test_polish_reports_the_rounds_it_timed_apart_from_the_pace_given():
+    from mgmatch.solvers.polish import polish
+
+    pr, = problems("3v3", 1)
+    start = optimum(pr)
+    res = polish(pr, start, deadline=time.perf_counter() + 10, round_s=0.5)
+    assert res.measured_round_s > 0 and res.round_s >= 0.5 > res.measured_round_s
+    idle = polish(pr, start, deadline=time.perf_counter() + 0.1, round_s=5.0)  # no round fits
+    assert idle.measured_round_s == 0 and idle.rounds == 0
