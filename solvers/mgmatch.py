@@ -84,6 +84,8 @@ SCIP_MARGIN_S = 0.004
 #: a round on a 95-candidate pool took 30–50 ms under load, so without it the first round of a
 #: late answer ran 40 ms past the budget
 POLISH_ROUNDS = BuildClock()
+#: seconds of the last calls of each trained predictor (by version) in this process
+_PREDICT_TIMES: dict[str, list[float]] = {}
 
 
 @runtime_checkable
@@ -150,11 +152,12 @@ class MGMatchSolver:
             raise InvalidInput("policy", f"expected one of {', '.join(PATHS)}, got {policy!r}")
         self.policy = policy
         self.last_choice: Choice | None = None
-        self._predict_times: list[float] = []  # seconds of the trained predictor's last calls
 
     def expected_predict_s(self) -> float | None:
-        """The trained predictor's expected time: the slowest of its last 8 calls (None: never run)."""
-        return max(self._predict_times[-8:]) if self._predict_times else None
+        """The trained predictor's expected time: the slowest of its last 8 calls in this process
+        (kept per predictor version, since the service builds a solver per solve; None: never run)."""
+        times = _PREDICT_TIMES.get(str(getattr(self.predictor, "version", None)))
+        return max(times) if times else None
 
     def _predict(self, problem: Problem, left_s: float | None = None, stats: dict | None = None,
                  small_pool: bool = False) -> np.ndarray:
@@ -171,7 +174,8 @@ class MGMatchSolver:
         t0 = time.perf_counter()
         out = self.predictor.predict([problem])
         if trained:
-            self._predict_times = self._predict_times[-7:] + [time.perf_counter() - t0]
+            key = str(getattr(self.predictor, "version", None))
+            _PREDICT_TIMES[key] = _PREDICT_TIMES.get(key, [])[-7:] + [time.perf_counter() - t0]
         if stats is not None:
             stats["predictor_used"] = getattr(self.predictor, "version", None)
         return self._checked(problem, out)
@@ -191,7 +195,7 @@ class MGMatchSolver:
         """The measured policy (:mod:`mgmatch.solvers.policy`) picks the path, then runs it."""
         budget = budget.or_default(self.default_time_limit_ms)
         version = getattr(self.predictor, "version", None)
-        stats: dict = {"predictor": version}
+        stats: dict = {"predictor": version, "predictor_used": None}  # None: answered without predicting
 
         def answer(team_of, status) -> Solution:
             return problem.solution(team_of, status, self.name, budget.elapsed_ms(), stats=stats)

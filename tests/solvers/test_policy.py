@@ -35,6 +35,7 @@ def fresh_build_clocks(monkeypatch):
     monkeypatch.setattr(mg, "ENGAGEMENT_BUILDS", eng)
     monkeypatch.setattr(mg, "SURROGATE_BUILDS", sur)
     monkeypatch.setattr(mg, "POLISH_ROUNDS", BuildClock())
+    monkeypatch.setattr(mg, "_PREDICT_TIMES", {})
     return eng, sur
 
 
@@ -190,7 +191,7 @@ def test_enumeration_path_proves_the_optimum():
     sol = mg.MGMatchSolver(GradientPredictor()).solve(pr, Budget.of(5_000))
     assert sol.stats["policy_path"] == "enumerate" and sol.status == "optimal"
     assert sol.objective == pytest.approx(pr.objective(optimum(pr)), rel=1e-9)
-    assert "predict_ms" not in sol.stats  # no prediction needed
+    assert "predict_ms" not in sol.stats and sol.stats["predictor_used"] is None  # no prediction needed
 
 
 def test_slow_predictor_gives_way_to_the_gradient():
