@@ -24,7 +24,7 @@ cost of a wrong bet is bounded: the SCIP path keeps the rounded prediction as it
 and polishes whatever SCIP found when it did not close.
 
 Enumeration costs about 1 µs per assignment plus ~1 ms (``mgmatch.solvers.exact``'s measured
-threshold); :data:`ENUM_US_PER_ASSIGNMENT` is set to 2 µs for the loaded machine.
+threshold); :data:`ENUM_US_PER_ASSIGNMENT` and :data:`ENUM_BASE_S` are set to 4 µs and 3 ms, as measured on the loaded machine.
 """
 
 from __future__ import annotations
