@@ -109,7 +109,10 @@ class Engine:
                 solver = make_solver(method, predictor=pred)
                 with metrics.stage("solve", pool, method, arm):
                     sol = solver.solve(problem, budget)
-                predictor_version = pred.version
+                # the solver's policy may answer without the network (enumeration, or the
+                # engagement gradient when the network does not pay): then no predictor version
+                used = (sol.stats or {}).get("predictor_used", pred.version)
+                predictor_version = pred.version if used == pred.version else None
             except PredictorDown as err:
                 fallback_reason = err.reason
                 now = time.monotonic()

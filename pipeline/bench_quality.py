@@ -76,6 +76,7 @@ class QualityResult:
     references: list[Reference]
     runs: list[Run]
     progress: dict[str, list[dict]] = field(default_factory=dict)
+    pool_size: tuple[int, int] | None = None  # pools of lo–hi candidates instead of the preset's instances
 
     def summary(self) -> dict[str, dict]:
         out = {}
@@ -104,6 +105,7 @@ class QualityResult:
         return {
             "benchmark": "quality",
             "preset": self.preset, "count": self.count, "seed": self.seed,
+            "pool_size": None if self.pool_size is None else list(self.pool_size),
             "time_limit_ms": self.time_limit_ms,
             "reference": {
                 "mean_objective": _mean([r.objective for r in refs]),
@@ -126,8 +128,9 @@ class QualityResult:
         s = self.summary()
         ref = self.to_json()["reference"]
         lines = [
-            f"### Quality: {self.preset}, {self.count} held-out instances (seed {self.seed}), "
-            f"budget {self.time_limit_ms:g} ms",
+            f"### Quality: {self.preset}"
+            + ("" if self.pool_size is None else f" pools of {self.pool_size[0]}–{self.pool_size[1]} candidates")
+            + f", {self.count} held-out instances (seed {self.seed}), budget {self.time_limit_ms:g} ms",
             "",
             f"Reference: exact optimum (proven on {ref['proven_optimal']}/{self.count}), "
             f"mean objective {_fmt(ref['mean_objective'])}, mean exact time {_fmt(ref['mean_time_ms'], 0)} ms.",
@@ -177,11 +180,22 @@ def run_once(solver: Solver, problem: Problem, method: str, index: int, time_lim
     return Run(method, index, sol.status, obj, feasible, violated, ms)
 
 
-def problems_for(preset: str, count: int, seed: int) -> list[Problem]:
+def problems_for(preset: str, count: int, seed: int, pool_size: tuple[int, int] | None = None) -> list[Problem]:
+    """``count`` seeded problems: the preset's own instances, or with ``pool_size`` (lo, hi) pools of
+    lo–hi candidates (drawn per pool from the seed) in the preset's world, one match each, built as
+    ``mgmatch bench batch`` builds its pools (:func:`mgmatch.pipeline.bench_batch.pool_instance`)."""
     from mgmatch.core.presets import generate_instances, resolve_model
 
+    if pool_size is None:
+        insts = generate_instances(preset, count, seed)
+    else:
+        from .bench_batch import pool_instance
+
+        lo, hi = pool_size
+        sizes = np.random.default_rng([seed, 90]).integers(lo, hi + 1, size=count)
+        insts = [pool_instance(preset, int(n), 1, seed + k) for k, n in enumerate(sizes)]
     out = []
-    for inst in generate_instances(preset, count, seed):
+    for inst in insts:
         name, model = resolve_model(inst)
         out.append(Problem(inst, model, model_name=name))
     return out
@@ -191,7 +205,8 @@ def run_quality(preset: str, methods: Sequence[str], time_limit_ms: float, count
                 exact_time_limit_s: float = 60.0, factory: SolverFactory = default_factory,
                 progress_methods: Sequence[str] = PROGRESS_METHODS,
                 ladder_ms: Sequence[float] = DEFAULT_LADDER_MS,
-                log: Callable[[str], None] | None = None) -> QualityResult:
+                log: Callable[[str], None] | None = None,
+                pool_size: tuple[int, int] | None = None) -> QualityResult:
     """Run the benchmark; see the module docstring.
 
     Args:
@@ -200,8 +215,26 @@ def run_quality(preset: str, methods: Sequence[str], time_limit_ms: float, count
             is unavailable. The same solver then serves every instance of the preset.
         progress_methods: methods drawn in the progress plot (those also in ``methods``).
         ladder_ms: time limits of the progress runs.
+        pool_size: (lo, hi): pools of lo–hi candidates instead of the preset's instances
+            (:func:`problems_for`).
     """
-    problems = problems_for(preset, count, seed)
+    return run_budgets(preset, methods, [time_limit_ms], count, seed, exact_time_limit_s, factory,
+                       progress_methods, ladder_ms, log, pool_size)[0]
+
+
+def run_budgets(preset: str, methods: Sequence[str], budgets_ms: Sequence[float], count: int, seed: int,
+                exact_time_limit_s: float = 60.0, factory: SolverFactory = default_factory,
+                progress_methods: Sequence[str] = (), ladder_ms: Sequence[float] = DEFAULT_LADDER_MS,
+                log: Callable[[str], None] | None = None,
+                pool_size: tuple[int, int] | None = None) -> list[QualityResult]:
+    """:func:`run_quality` at several budgets on the same problems and exact references.
+
+    Methods take turns per instance and budget (method after method on one instance, then the
+    next, the order rotating per instance), so a change of machine load over the run hits every
+    method alike. The progress runs
+    (when asked) go with the first budget's result.
+    """
+    problems = problems_for(preset, count, seed, pool_size)
     say = log or (lambda _m: None)
     # build every method first: an unavailable one fails before the long exact solves
     solvers = {m: factory(m, problems[0]) for m in methods} if problems else {}
@@ -216,28 +249,36 @@ def run_quality(preset: str, methods: Sequence[str], time_limit_ms: float, count
         say(f"exact {k + 1}/{count}: {sol.status} {sol.objective} in {ms:.0f} ms")
     if problems:  # warm-up: imports and first-call caches stay out of the timings
         for s in solvers.values():
-            s.solve(problems[0], Budget.of(time_limit_ms))
+            for lim in budgets_ms:
+                s.solve(problems[0], Budget.of(lim))
     # as the service does after start-up (app/runtime.py): the long-lived heap (problems, models,
     # solvers) leaves the collector's scans, else a generation-2 collection triggered inside a
     # timed solve stalls it by 15-40 ms on this heap
     gc.collect()
     gc.freeze()
-    runs: list[Run] = []
-    for m in methods:
-        for k, pr in enumerate(problems):
-            runs.append(run_once(solvers[m], pr, m, k, time_limit_ms))
-        say(f"{m}: done")
-    # the reference of an instance without a proven optimum is the best anyone found
+    runs_of: dict[float, list[Run]] = {lim: [] for lim in budgets_ms}
+    for k, pr in enumerate(problems):
+        for lim in budgets_ms:
+            # the order rotates per instance: the first solve of an instance warms per-instance
+            # caches (enumeration patterns, encoder buffers) for the methods after it
+            r = k % len(methods)
+            for m in list(methods[r:]) + list(methods[:r]):
+                runs_of[lim].append(run_once(solvers[m], pr, m, k, lim))
+        say(f"instance {k + 1}/{count}: done")
+    # the reference of an instance without a proven optimum is the best anyone found at any budget
+    all_runs = [r for rs in runs_of.values() for r in rs]
     for ref in refs:
         if ref.kind != "optimal":
-            found = [r.objective for r in runs if r.index == ref.index and r.objective is not None]
+            found = [r.objective for r in all_runs if r.index == ref.index and r.objective is not None]
             if ref.objective is not None:
                 found.append(ref.objective)
             if found:
                 ref.objective, ref.kind = max(found), "best_known"
-    for r in runs:
+    for r in all_runs:
         r.gap = _gap(r.objective, refs[r.index].objective)
-    res = QualityResult(preset, count, seed, time_limit_ms, list(methods), refs, runs)
+    results = [QualityResult(preset, count, seed, lim, list(methods), refs, runs_of[lim], pool_size=pool_size)
+               for lim in budgets_ms]
+    res = results[0]
     for m in progress_methods:
         if m not in methods:
             continue
@@ -252,7 +293,7 @@ def run_quality(preset: str, methods: Sequence[str], time_limit_ms: float, count
                         "mean_gap": _mean(gaps), "feasible_rate": round(float(np.mean([r.feasible for r in rs])), 4)})
             say(f"progress {m} @ {lim:g} ms: {pts[-1]}")
         res.progress[m] = pts
-    return res
+    return results
 
 
 def plot_progress(res: QualityResult, path: str | Path) -> None:
@@ -279,6 +320,23 @@ def plot_progress(res: QualityResult, path: str | Path) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def budgets_markdown(results: Sequence[QualityResult]) -> str:
+    """One table over budgets: mean gap (all instances), p99 time and answered share per method."""
+    if not results:
+        return ""
+    r0 = results[0]
+    world = r0.preset + ("" if r0.pool_size is None else f" pools of {r0.pool_size[0]}–{r0.pool_size[1]}")
+    lines = [f"### Budgets: {world}, {r0.count} held-out instances (seed {r0.seed})", "",
+             "| budget ms | " + " | ".join(f"{m} gap / p99 ms / answered" for m in r0.methods) + " |",
+             "|---|" + "---|" * len(r0.methods)]
+    for res in results:
+        s = res.summary()
+        cells = [f"{_pct(s[m]['mean_gap'])} / {s[m]['p99_time_ms']:.1f} / {_pct(s[m]['feasible_rate'], 0)}"
+                 for m in res.methods]
+        lines.append(f"| {res.time_limit_ms:g} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def write_outputs(res: QualityResult, out_dir: str | Path | None, json_file: str | Path | None) -> list[str]:

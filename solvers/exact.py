@@ -7,12 +7,14 @@ found as ``feasible`` (with SCIP's dual bound as ``bound``) or ``no_solution``.
 
 from __future__ import annotations
 
+import time
+
 from mgmatch.core.problem import Problem
 from mgmatch.core.solution import Solution
 
 from .base import Budget, register
 from .enumerate import best_assignment, count_assignments
-from .mip import MipModel
+from .mip import ENGAGEMENT_BUILDS, BuildClock, BuildInterrupted, MipModel
 
 #: ``exact`` enumerates when an instance has at most this many assignments, else runs SCIP.
 #: Measured on 30 3v3 preset instances (seed 2, quiet machine, current ``exact`` SCIP preset,
@@ -39,17 +41,35 @@ class ScipSolver:
 
     def solve(self, problem: Problem, budget: Budget, method: str | None = None) -> Solution:
         method = method or self.name
-        mip = MipModel.build(problem.compiled, checker=problem.checker, settings=self.settings)
-        mip.add_engagement_objective(problem)
+        t0 = time.perf_counter()
+        # the budget counts building: a build that cannot fit is not started (measured build
+        # times, ENGAGEMENT_BUILDS), one that runs past the deadline is abandoned, and SCIP's own
+        # (wall-clock) limit is what is left after building
+        size = BuildClock.size(problem.compiled)
+        left = budget.remaining()
+        if left is not None and ENGAGEMENT_BUILDS.expected_s(size) > left:
+            self.last_stats = {"status": "no_time", "build_s": 0.0, "time_limit_s": None,
+                               "expected_build_s": ENGAGEMENT_BUILDS.expected_s(size)}
+            return problem.solution(None, "no_solution", method, budget.elapsed_ms())
+        try:
+            mip = MipModel.build(problem.compiled, checker=problem.checker, settings=self.settings,
+                                 deadline=budget.deadline())
+            mip.add_engagement_objective(problem, deadline=budget.deadline())
+        except BuildInterrupted:
+            self.last_stats = {"status": "no_time", "build_s": time.perf_counter() - t0, "time_limit_s": None}
+            return problem.solution(None, "no_solution", method, budget.elapsed_ms())
+        build_s = time.perf_counter() - t0
+        ENGAGEMENT_BUILDS.record(build_s, size)
         left = budget.remaining()
         if left is not None and left <= 0.0:
-            self.last_stats = dict(mip.stats, status="no_time")
+            self.last_stats = dict(mip.stats, status="no_time", build_s=build_s, time_limit_s=None)
             return problem.solution(None, "no_solution", method, budget.elapsed_ms())
         # keep a little of the budget for reading the solution and checking it
-        mip.set_time_limit(None if left is None else max(1e-3, left - min(SOLVE_MARGIN_S, 0.05 * left)))
+        limit = None if left is None else max(1e-3, left - min(SOLVE_MARGIN_S, 0.05 * left))
+        mip.set_time_limit(limit)
         res = mip.solve()
         self.last_stats = dict(mip.stats, status=res.status, nodes=res.nodes, scip_time_s=res.time_s,
-                               binaries=int(mip.model.getNBinVars()))
+                               binaries=int(mip.model.getNBinVars()), build_s=build_s, time_limit_s=limit)
         ms = budget.elapsed_ms()
         if res.status == "infeasible":
             return problem.solution(None, "infeasible", method, ms)

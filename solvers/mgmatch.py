@@ -1,5 +1,17 @@
 """MGMatch's fast solver (paper §4.3): predict, solve the surrogate MIP, polish, then search the true MIP.
 
+**Policy first** (:mod:`mgmatch.solvers.policy`, ``policy="auto"``; ``"enumerate"``, ``"scip"`` or
+``"pipeline"`` force a path): from measured cost estimates it picks one of three paths —
+enumerate every team formation (small pools: a proven optimum in a few ms, or as far as a tight
+budget goes), warm-start SCIP on the engagement MIP at once with the rounded prediction (when the
+runtime predictor says the MIP closes well inside the time left), or the pipeline below. It also
+decides whether the trained predictor runs (its measured time must fit 15% of the time left, and
+not on small pools) or the engagement gradient (``surrogate``'s, ~0.05 ms) stands in. Every MIP
+build counts against the budget: one that cannot fit (measured build times,
+:class:`~mgmatch.solvers.mip.BuildClock`) is not started, one that runs past the deadline is
+abandoned (:class:`~mgmatch.solvers.mip.BuildInterrupted`), and SCIP's limit is what is left after
+building. ``stats["policy_path"]`` and ``stats["predictor_used"]`` say what ran.
+
 Pipeline inside one wall-clock budget (default 100 ms, INCLUDING encoding and inference):
 
 1. **Predict.** A :class:`Predictor` maps the problem to P [N, D], the probability that player i
@@ -44,9 +56,11 @@ from mgmatch.core.problem import Problem
 from mgmatch.core.solution import Solution
 
 from .base import Budget, register
-from .mip import MipModel
+from .enumerate import best_assignment
+from .mip import ENGAGEMENT_BUILDS, SURROGATE_BUILDS, BuildClock, BuildInterrupted, MipModel
 from .pas import TR_DELTA, TR_FRACTION, true_search
-from .polish import polish
+from .policy import PATHS, Choice, choose, enumerate_chunk, use_trained_predictor
+from .polish import PolishResult, polish
 
 #: default wall-clock budget when the caller gives none (the paper's 3v3 online limit)
 DEFAULT_TIME_LIMIT_MS = 100.0
@@ -66,6 +80,12 @@ FINAL_POLISH_SHARE = 0.08
 FINISH_RESERVE_S = 0.002
 #: SCIP checks its time limit between nodes and overshoots it by a few ms: stop it this early
 SCIP_MARGIN_S = 0.004
+#: measured polish rounds (seconds per N² candidates): no round is started that could not finish;
+#: a round on a 95-candidate pool took 30–50 ms under load, so without it the first round of a
+#: late answer ran 40 ms past the budget
+POLISH_ROUNDS = BuildClock()
+#: seconds of the last calls of each trained predictor (by version) in this process
+_PREDICT_TIMES: dict[str, list[float]] = {}
 
 
 @runtime_checkable
@@ -112,7 +132,7 @@ class MGMatchSolver:
                  default_time_limit_ms: float = DEFAULT_TIME_LIMIT_MS, polish_share: float = POLISH_SHARE,
                  use_polish: bool = True, warm_start: bool = True, search: bool = True,
                  surrogate_share: float = SURROGATE_SHARE, tr_fraction: float = TR_FRACTION,
-                 tr_delta: float = TR_DELTA):
+                 tr_delta: float = TR_DELTA, policy: str = "auto"):
         if predictor is None:
             raise InvalidInput("predictor", f"method {name!r} needs a solution predictor "
                                             "(e.g. mgmatch.models.runtime.load_predictor(name)); none was given")
@@ -128,9 +148,39 @@ class MGMatchSolver:
         self.surrogate_share = surrogate_share
         self.tr_fraction = tr_fraction
         self.tr_delta = tr_delta
+        if policy not in PATHS:
+            raise InvalidInput("policy", f"expected one of {', '.join(PATHS)}, got {policy!r}")
+        self.policy = policy
+        self.last_choice: Choice | None = None
 
-    def _predict(self, problem: Problem) -> np.ndarray:
+    def expected_predict_s(self) -> float | None:
+        """The trained predictor's expected time: the slowest of its last 8 calls in this process
+        (kept per predictor version, since the service builds a solver per solve; None: never run)."""
+        times = _PREDICT_TIMES.get(str(getattr(self.predictor, "version", None)))
+        return max(times) if times else None
+
+    def _predict(self, problem: Problem, left_s: float | None = None, stats: dict | None = None,
+                 small_pool: bool = False) -> np.ndarray:
+        """P [N, D] from the trained predictor, or from the engagement gradient (as ``surrogate``)
+        when the policy says the predictor does not pay (:func:`~mgmatch.solvers.policy.use_trained_predictor`:
+        its expected time does not fit the time left, or the pool is a small one)."""
+        from .surrogate import GradientPredictor
+
+        trained = not isinstance(self.predictor, GradientPredictor)
+        if trained and not use_trained_predictor(self.expected_predict_s(), left_s, small_pool):
+            if stats is not None:
+                stats["predictor_used"] = GradientPredictor.version
+            return self._checked(problem, GradientPredictor().predict([problem]))
+        t0 = time.perf_counter()
         out = self.predictor.predict([problem])
+        if trained:
+            key = str(getattr(self.predictor, "version", None))
+            _PREDICT_TIMES[key] = _PREDICT_TIMES.get(key, [])[-7:] + [time.perf_counter() - t0]
+        if stats is not None:
+            stats["predictor_used"] = getattr(self.predictor, "version", None)
+        return self._checked(problem, out)
+
+    def _checked(self, problem: Problem, out: list) -> np.ndarray:
         N, D = problem.instance.n, problem.instance.teams
         if len(out) != 1:
             raise ValueError(f"predictor returned {len(out)} predictions for 1 problem")
@@ -142,10 +192,10 @@ class MGMatchSolver:
         return np.clip(p, 0.0, 1.0)
 
     def solve(self, problem: Problem, budget: Budget) -> Solution:
+        """The measured policy (:mod:`mgmatch.solvers.policy`) picks the path, then runs it."""
         budget = budget.or_default(self.default_time_limit_ms)
-        deadline = budget.deadline()
         version = getattr(self.predictor, "version", None)
-        stats: dict = {"predictor": version}
+        stats: dict = {"predictor": version, "predictor_used": None}  # None: answered without predicting
 
         def answer(team_of, status) -> Solution:
             return problem.solution(team_of, status, self.name, budget.elapsed_ms(), stats=stats)
@@ -153,17 +203,109 @@ class MGMatchSolver:
         if budget.expired():
             return answer(None, "no_solution")
         t0 = time.perf_counter()
-        p = self._predict(problem)
+        choice = choose(problem, budget.remaining(), self.policy)
+        self.last_choice = choice
+        stats.update(choice.stats(), policy_ms=round((time.perf_counter() - t0) * 1e3, 3))
+        starts: dict[bytes, np.ndarray] = {}
+        if choice.path == "enumerate":
+            t1 = time.perf_counter()
+            res = best_assignment(problem, budget.deadline() - FINISH_RESERVE_S,
+                                  chunk=enumerate_chunk(budget.remaining()))
+            stats.update(enumerate_ms=round((time.perf_counter() - t1) * 1e3, 3), enumerate_complete=res.complete,
+                         enumerate_examined=res.examined)
+            if res.complete:
+                return answer(res.team_of, "infeasible" if res.team_of is None else "optimal")
+            if res.team_of is not None:  # cut short: its best is one more start for the pipeline
+                starts[res.team_of.tobytes()] = res.team_of
+        if budget.remaining() <= FINISH_RESERVE_S:
+            return answer(next(iter(starts.values()), None), "feasible" if starts else "no_solution")
+        t0 = time.perf_counter()
+        p = self._predict(problem, budget.remaining(), stats, small_pool=choice.small_pool and self.policy == "auto")
         stats["predict_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
         if budget.remaining() <= FINISH_RESERVE_S:
-            return answer(None, "no_solution")
+            return answer(next(iter(starts.values()), None), "feasible" if starts else "no_solution")
 
         # greedy rounding: a free candidate and the warm start when it is feasible
         rounded = round_prediction(p, problem.instance.sizes)
-        starts: dict[bytes, np.ndarray] = {}
-        if problem.checker.feasible(rounded[None])[0]:
-            starts[rounded.tobytes()] = rounded
-        stats["rounding_feasible"] = bool(starts)
+        rounding_ok = bool(problem.checker.feasible(rounded[None])[0])
+        if rounding_ok:
+            starts.setdefault(rounded.tobytes(), rounded)
+        stats["rounding_feasible"] = rounding_ok
+        if choice.path == "scip":
+            return self._scip_path(problem, budget, p, starts, stats, answer)
+        return self._pipeline(problem, budget, p, starts, stats, answer)
+
+    def _scip_path(self, problem: Problem, budget: Budget, p: np.ndarray, starts: dict, stats: dict,
+                   answer) -> Solution:
+        """The engagement MIP warm-started at once with the best start, with all the time left.
+
+        SCIP's limit is what is left of the budget after building the model (minus the margin it
+        overshoots by and a reserve to polish an unproven answer); without a proof, the better of
+        SCIP's answer and the start is polished with the reserve.
+        """
+        deadline = budget.deadline()
+        stop = deadline - FINISH_RESERVE_S
+        t1 = time.perf_counter()
+        start = max(starts.values(), key=problem.objective) if starts else None
+        best, best_obj = start, (None if start is None else problem.objective(start))
+        size = BuildClock.size(problem.compiled)
+        mip = None
+        if ENGAGEMENT_BUILDS.expected_s(size) <= stop - t1:  # else no time to build: polish the start
+            try:
+                mip = MipModel.build(problem.compiled, checker=problem.checker, settings="exact", deadline=stop)
+                mip.add_engagement_objective(problem, deadline=stop)
+                ENGAGEMENT_BUILDS.record(time.perf_counter() - t1, size)
+            except BuildInterrupted:
+                mip = None
+        if mip is not None and start is not None and self.warm_start:
+            mip.warm_start(start)
+        stats["scip_build_ms"] = round((time.perf_counter() - t1) * 1e3, 3)
+        left = stop - time.perf_counter() - SCIP_MARGIN_S
+        reserve = left * FINAL_POLISH_SHARE
+        limit = left - reserve
+        stats["scip_limit_ms"] = round(max(0.0, limit) * 1e3, 3)
+        if mip is not None and limit > 0:
+            mip.set_time_limit(limit)
+            res = mip.solve()
+            stats.update(scip_status=res.status, scip_ms=round(res.time_s * 1e3, 3), scip_nodes=res.nodes)
+            if res.status == "infeasible" and res.team_of is None and start is None:
+                return answer(None, "infeasible")
+            if res.team_of is not None:
+                obj = problem.objective(res.team_of)
+                if res.optimal:
+                    return answer(res.team_of, "optimal")
+                if best_obj is None or obj > best_obj:
+                    best, best_obj = res.team_of, obj
+        if best is None:
+            return answer(None, "no_solution")
+        res_p = self._polish(problem, best, stop)
+        stats["final_polish_moves"] = res_p.rounds
+        if res_p.objective > best_obj:
+            best = res_p.team_of
+        return answer(best, "feasible")
+
+    @staticmethod
+    def _polish(problem: Problem, team_of: np.ndarray, deadline: float, pace: float = 0.0) -> PolishResult:
+        """:func:`polish` paced by the measured rounds (:data:`POLISH_ROUNDS`) and recording them."""
+        size = problem.instance.n ** 2
+        res = polish(problem, team_of, deadline=deadline, round_s=max(pace, POLISH_ROUNDS.expected_s(size)))
+        if res.measured_round_s > 0:
+            POLISH_ROUNDS.record(res.measured_round_s, size)
+        return res
+
+    def _polish_only(self, problem: Problem, stop: float, starts: dict, stats: dict, answer) -> Solution:
+        """No time for a MIP: the best start polished until ``stop`` (``no_solution`` without one)."""
+        if not starts:
+            return answer(None, "no_solution")
+        best = max(starts.values(), key=problem.objective)
+        res_p = self._polish(problem, best, stop)
+        stats["final_polish_moves"] = res_p.rounds
+        return answer(res_p.team_of if res_p.objective > problem.objective(best) else best, "feasible")
+
+    def _pipeline(self, problem: Problem, budget: Budget, p: np.ndarray, starts: dict, stats: dict,
+                  answer) -> Solution:
+        """Surrogate MIP → polish → search of the engagement MIP (the module docstring's steps 3–5)."""
+        deadline = budget.deadline()
 
         # surrogate MIP (Eq. 20-21): its share of the budget left (at least SURROGATE_MIN_S); when
         # that gave no feasible assignment, the solve goes on with all the time left
@@ -171,7 +313,16 @@ class MGMatchSolver:
         stop = deadline - FINISH_RESERVE_S
         mip = None
         if stop - time.perf_counter() > SCIP_MARGIN_S:
-            mip = MipModel.build(problem.compiled, checker=problem.checker, fast=True)
+            size = BuildClock.size(problem.compiled)
+            try:
+                if SURROGATE_BUILDS.expected_s(size) > stop - time.perf_counter():
+                    raise BuildInterrupted("no time to build the surrogate MIP (measured build times)")
+                mip = MipModel.build(problem.compiled, checker=problem.checker, fast=True, deadline=stop)
+                SURROGATE_BUILDS.record(time.perf_counter() - t1, size)
+            except BuildInterrupted:
+                stats["surrogate_ms"] = round((time.perf_counter() - t1) * 1e3, 3)
+                stats["surrogate_status"] = "build_interrupted"
+                return self._polish_only(problem, stop, starts, stats, answer)
             mip.set_linear_objective(p)
             if self.warm_start and starts:
                 mip.warm_start(next(iter(starts.values())))
@@ -208,12 +359,12 @@ class MGMatchSolver:
         t2 = time.perf_counter()
         searching = self.search and mip is not None
         polish_stop = min(budget.share(self.polish_share).deadline(), stop) if searching else stop
-        pace = 0.0  # seconds per polish round, the longest seen
+        pace = POLISH_ROUNDS.expected_s(problem.instance.n ** 2)  # seconds per polish round
         polished, moves = 0, 0
         for k in order:
-            if polished and time.perf_counter() + pace >= polish_stop:
+            if time.perf_counter() + pace >= polish_stop:
                 break
-            res_p = polish(problem, cands[k], deadline=polish_stop, round_s=pace)
+            res_p = self._polish(problem, cands[k], polish_stop, pace)
             pace = max(pace, res_p.round_s)
             polished += 1
             moves += res_p.rounds
@@ -234,7 +385,7 @@ class MGMatchSolver:
         if found.team_of is not None and found.objective > best_obj:
             best, best_obj = found.team_of, found.objective
             if not found.proven_optimal:
-                res_p = polish(problem, best, deadline=stop, round_s=pace)
+                res_p = self._polish(problem, best, stop, pace)
                 stats["final_polish_moves"] = res_p.rounds
                 if res_p.objective > best_obj:
                     best, best_obj = res_p.team_of, res_p.objective

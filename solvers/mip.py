@@ -53,6 +53,51 @@ SETTINGS = ("default", "exact", "fast")
 _EPS = 1e-9
 
 
+class BuildClock:
+    """Measured build times, so a budgeted caller can skip a build it has no time for.
+
+    Records seconds per unit of model size (variables + rows + logical rows of the compiled form)
+    of the last builds, shared by every solver of the process (the machine's load is too); the
+    expectation for a model is the upper quartile of the recent rates times its size. Builds are abandoned at
+    their deadline anyway (:class:`BuildInterrupted`), but one that cannot fit is not started: on
+    the loaded 2-core machine a 12v12 engagement MIP took 10–28 ms to build, so at a 10 ms budget
+    starting it only made the answer (no_solution either way) late.
+    """
+
+    def __init__(self, keep: int = 16) -> None:
+        self.keep = keep
+        self.rates: list[float] = []
+
+    @staticmethod
+    def size(compiled: Compiled, objective_terms: int = 0) -> int:
+        return compiled.n_vars + len(compiled.rows) + len(compiled.logical) + objective_terms
+
+    def record(self, seconds: float, size: int) -> None:
+        self.rates = self.rates[-(self.keep - 1):] + [seconds / max(1, size)]
+
+    def expected_s(self, size: int) -> float:
+        """Expected seconds to build a model of ``size`` (0 before any build was measured)."""
+        if not self.rates:
+            return 0.0
+        r = sorted(self.rates)
+        return r[int(0.75 * (len(r) - 1))] * size
+
+
+#: engagement MIPs (rules + big-M objective) and surrogate MIPs (rules + linear objective)
+ENGAGEMENT_BUILDS = BuildClock()
+SURROGATE_BUILDS = BuildClock()
+
+
+class BuildInterrupted(Exception):
+    """Building the model ran past the ``deadline`` given to :meth:`MipModel.build` or
+    :meth:`MipModel.add_engagement_objective` (a budgeted caller answers without this model)."""
+
+
+def _check(deadline: float | None) -> None:
+    if deadline is not None and time.perf_counter() >= deadline:
+        raise BuildInterrupted("the time budget ran out while the MIP was being built")
+
+
 @dataclass
 class MipResult:
     """What one SCIP solve produced.
@@ -90,7 +135,7 @@ class MipModel:
 
     @classmethod
     def build(cls, compiled: Compiled, checker: Checker | None = None, fast: bool = False,
-              threads: int = 1, settings: str = "default") -> MipModel:
+              threads: int = 1, settings: str = "default", deadline: float | None = None) -> MipModel:
         """Variables, every linear row and every linearized logical row; no objective yet.
 
         Args:
@@ -103,6 +148,9 @@ class MipModel:
                 ``"exact"`` (separation off, fast presolve: measured best on the engagement MIP,
                 see README.md, "Exact solves") or ``"fast"`` (presolve, separation and symmetry off:
                 tiny repeated surrogate solves).
+            deadline: a ``time.perf_counter()`` instant; building past it raises
+                :class:`BuildInterrupted` (checked between rows), so a budgeted solve never waits
+                for a model it has no time to solve.
         """
         if fast:
             settings = "fast"
@@ -123,10 +171,14 @@ class MipModel:
         mip = cls(compiled, m, x, xhat, checker)
         mip.stats = {"variables": compiled.n_vars, "linear_rows": 0, "logical_rows": 0,
                      "logical_indicators": 0, "bigm_rows": 0, "dropped_consequents": 0}
-        for r in compiled.rows:
+        for k, r in enumerate(compiled.rows):
+            if k % 16 == 0:
+                _check(deadline)
             mip._add_row(r)
         for lr in compiled.logical:
+            _check(deadline)
             mip._add_logical(lr.cond, lr.then)
+        _check(deadline)
         mip.stats["logical_rows"] = len(compiled.logical)
         return mip
 
@@ -208,8 +260,11 @@ class MipModel:
                                          for i in range(p.shape[0]) for j in range(p.shape[1])
                                          if p[i, j] != 0.0), "maximize")
 
-    def add_engagement_objective(self, problem) -> dict:
+    def add_engagement_objective(self, problem, deadline: float | None = None) -> dict:
         """Maximize the engagement network EnG, its ReLUs linearized by big-M with tight bounds.
+
+        ``deadline`` (a ``perf_counter()`` instant): raise :class:`BuildInterrupted` past it
+        (checked per neuron).
 
         Returns the neuron statistics (also merged into ``self.stats``): ``neurons`` (hidden
         head neurons), ``stable_active``, ``stable_inactive``, ``bigm_neurons`` (= new binaries).
@@ -231,9 +286,14 @@ class MipModel:
             self.model.setObjective(lin(c[0], b1[0]), "maximize")
             self.stats.update(st)
             return st
+        _check(deadline)
         lo, hi = first_layer_bounds(c, b1, sizes)
+        _check(deadline)
         # pre-activations of the current layer, as linear expressions (in x, then in y)
-        pre = [lin(c[n], b1[n]) for n in range(len(b1))]
+        pre = []
+        for n in range(len(b1)):
+            _check(deadline)
+            pre.append(lin(c[n], b1[n]))
         m = self.model
         for k in range(1, len(layers)):
             ys, ylo, yhi = [], [], []

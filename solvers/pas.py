@@ -42,7 +42,7 @@ from pyscipopt import quicksum
 
 from mgmatch.core.problem import Problem
 
-from .mip import MipModel, apply_settings
+from .mip import BuildInterrupted, MipModel, apply_settings
 
 #: trust region around the prediction (see the module docstring): share of the x variables in it
 #: (the most confidently predicted ones); 0 = no trust region, the whole MIP (measured best)
@@ -103,7 +103,12 @@ def true_search(problem: Problem, mip: MipModel, p: np.ndarray, incumbent: np.nd
     t0 = time.perf_counter()
     m = mip.model
     m.freeTransform()
-    mip.add_engagement_objective(problem)
+    try:
+        mip.add_engagement_objective(problem, deadline=stop - margin_s)
+    except BuildInterrupted:  # no time left to search: the caller keeps its incumbent
+        stats.update(search_build_ms=round((time.perf_counter() - t0) * 1e3, 3), search_solves=0,
+                     search_status=["build_interrupted"], search_proven_optimal=False)
+        return SearchResult(None, None, False, 0, stats)
     apply_settings(mip.model, "exact")  # the preset the exact baselines use too
     tr = trust_region(mip, p, fraction, delta) if fraction > 0 and delta >= 0 else None
     if mip.warm_start(incumbent):

@@ -41,6 +41,7 @@ class PolishResult:
     improved: bool
     local_optimum: bool
     round_s: float = 0.0  # the longest round seen (seconds): callers budget further calls with it
+    measured_round_s: float = 0.0  # the longest round this call timed (0: none ran); round_s also counts the pace given
 
 
 def candidate_moves(team_of: np.ndarray, units: list[np.ndarray]) -> np.ndarray:
@@ -112,9 +113,10 @@ def polish(problem: Problem, team_of: np.ndarray, deadline: float | None = None,
         return deadline is not None and time.perf_counter() >= deadline
 
     pace = round_s  # seconds per round: a round that cannot finish by the deadline is not started
+    seen = 0.0
 
     def result(local: bool) -> PolishResult:
-        return PolishResult(cur, cur_obj, rounds, improved, local, pace)
+        return PolishResult(cur, cur_obj, rounds, improved, local, pace, seen)
 
     while rounds < max_rounds and not out_of_time():
         if deadline is not None and time.perf_counter() + pace > deadline:
@@ -129,7 +131,8 @@ def polish(problem: Problem, team_of: np.ndarray, deadline: float | None = None,
         accepted = False
         for s in range(0, order.size, CHECK_CHUNK):
             if out_of_time():
-                pace = max(pace, time.perf_counter() - t_round)
+                seen = max(seen, time.perf_counter() - t_round)
+                pace = max(pace, seen)
                 return result(False)
             idx = order[s:s + CHECK_CHUNK]
             ok = problem.checker.feasible(cand[idx])
@@ -141,7 +144,8 @@ def polish(problem: Problem, team_of: np.ndarray, deadline: float | None = None,
                     break
             if accepted:
                 break
-        pace = max(pace, time.perf_counter() - t_round)
+        seen = max(seen, time.perf_counter() - t_round)
+        pace = max(pace, seen)
         if not accepted:
             return result(True)
         rounds += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -28,10 +29,16 @@ def quality_cmd(
     progress_methods: Annotated[str, typer.Option(help="Methods in the progress plot (those also benchmarked); '' for none.")] = "scip,mgmatch",
     ladder_ms: Annotated[str, typer.Option(help="Time limits (ms) of the progress runs.")] = "10,20,50,100,200,500,1000",
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress on stderr.")] = False,
+    budgets: Annotated[str | None, typer.Option(help="Comma-separated budgets (ms), e.g. 10,20,50,100: every "
+                                                     "method at each on the same instances and references, "
+                                                     "one table over budgets (replaces --time-limit-ms).")] = None,
+    pool_size: Annotated[str | None, typer.Option(help="LO-HI: pools of LO–HI candidates in the preset's world "
+                                                       "(one match each, built as bench batch builds its pools) "
+                                                       "instead of the preset's instances, e.g. 90-100.")] = None,
 ) -> None:
     from mgmatch.app.resolve import make_solver
     from mgmatch.core.presets import get_preset
-    from mgmatch.pipeline.bench_quality import run_quality, write_outputs
+    from mgmatch.pipeline.bench_quality import budgets_markdown, run_budgets, run_quality, write_outputs
 
     get_preset(preset)
     names = [m.strip() for m in methods.split(",") if m.strip()]
@@ -52,6 +59,29 @@ def quality_cmd(
     if any(not x > 0 for x in ladder):
         fail("--ladder-ms: every time limit must be > 0")
     plotted = [m.strip() for m in progress_methods.split(",") if m.strip()]
+    budget_list = [time_limit_ms]
+    if budgets is not None:
+        try:
+            budget_list = [float(x) for x in budgets.split(",") if x.strip()]
+        except ValueError:
+            fail(f"--budgets: expected comma-separated numbers, got {budgets!r}")
+        if not budget_list or any(not x > 0 for x in budget_list):
+            fail("--budgets: give at least one budget, every budget > 0")
+        if len(set(budget_list)) != len(budget_list):
+            fail(f"--budgets: a budget is listed twice in {budgets!r}")
+    sizes = None
+    if pool_size is not None:
+        from mgmatch.pipeline.bench_batch import MAX_CANDIDATES
+
+        lo_s, sep, hi_s = pool_size.partition("-")
+        try:
+            sizes = (int(lo_s), int(hi_s) if sep else int(lo_s))
+        except ValueError:
+            fail(f"--pool-size: expected LO-HI candidates (e.g. 90-100), got {pool_size!r}")
+        preset_obj = get_preset(preset)
+        need = preset_obj.teams * preset_obj.team_size
+        if not need <= sizes[0] <= sizes[1] <= MAX_CANDIDATES:
+            fail(f"--pool-size: need {need} ≤ LO ≤ HI ≤ {MAX_CANDIDATES} for {preset}, got {pool_size!r}")
 
     def factory(method: str, problem):
         try:
@@ -61,7 +91,19 @@ def quality_cmd(
             fail(f"method {method!r} is not available: {msg}")
 
     log = (lambda m: sys.stderr.write(m + "\n")) if verbose else None
-    res = run_quality(preset, names, time_limit_ms, count, seed, exact_time_limit_s=exact_time_limit_s,
-                      factory=factory, progress_methods=plotted, ladder_ms=ladder, log=log)
-    write_outputs(res, out, json_file)
-    sys.stdout.write(res.markdown())
+    if budgets is None:
+        res = run_quality(preset, names, time_limit_ms, count, seed, exact_time_limit_s=exact_time_limit_s,
+                          factory=factory, progress_methods=plotted, ladder_ms=ladder, log=log, pool_size=sizes)
+        write_outputs(res, out, json_file)
+        sys.stdout.write(res.markdown())
+        return
+    results = run_budgets(preset, names, budget_list, count, seed, exact_time_limit_s=exact_time_limit_s,
+                          factory=factory, progress_methods=plotted, ladder_ms=ladder, log=log, pool_size=sizes)
+    if json_file is not None:
+        json_file.parent.mkdir(parents=True, exist_ok=True)
+        json_file.write_text(json.dumps({"benchmark": "quality-budgets", "results": [r.to_json() for r in results]},
+                                        indent=1, allow_nan=False) + "\n")
+    if out is not None:
+        for r in results:
+            write_outputs(r, out / f"{r.time_limit_ms:g}ms", None)
+    sys.stdout.write(budgets_markdown(results))

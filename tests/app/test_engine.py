@@ -64,21 +64,38 @@ class _Hub:
         return self.backend
 
 
+@pytest.fixture
+def pipeline_policy(monkeypatch):
+    """MGMatch's policy forced to the predict → surrogate → polish → search path as for a large pool
+    (the small example pool would otherwise be enumerated without asking the predictor)."""
+    import dataclasses
+
+    import mgmatch.solvers.mgmatch as mg
+    from mgmatch.solvers import policy
+
+    def as_large_pool(problem, left_s, forced="auto"):
+        c = policy.choose(problem, left_s, "pipeline")
+        return dataclasses.replace(c, assignments=None, enumerate_estimate_s=None)
+
+    monkeypatch.setattr(mg, "choose", as_large_pool)
+
+
 @pytest.mark.parametrize("backend,reason", [(None, "unavailable"), (_Backend(delay_s=5.0), "late"),
                                             (_Backend(fail=True), "error")])
-def test_predictor_down_or_late_falls_back_within_the_budget(tmp_path, backend, reason):
+def test_predictor_down_or_late_falls_back_within_the_budget(tmp_path, backend, reason, pipeline_policy):
     eng = _small_engine(tmp_path, _Hub(backend))
     before = metrics.FALLBACKS.labels("t", "mgmatch", reason)._value.get()
     t0 = time.perf_counter()
     sol = eng.solve(_instance(), Plan("mgmatch", "exact", 400.0, None, None, "B"), "t")
     took = time.perf_counter() - t0
-    assert sol.fallback == reason and sol.method in ("exact", "enumerate", "scip") and sol.arm == "B"
+    assert getattr(sol, "fallback", None) == reason, sol.stats
+    assert sol.method in ("exact", "enumerate", "scip") and sol.arm == "B"
     assert sol.status in ("optimal", "feasible") and sol.has_assignment
     assert took < 2.0  # the late predictor was abandoned at half the budget, not awaited for 5 s
     assert metrics.FALLBACKS.labels("t", "mgmatch", reason)._value.get() == before + 1
 
 
-def test_working_predictor_is_used_and_its_version_reported(tmp_path):
+def test_working_predictor_is_used_and_its_version_reported(tmp_path, pipeline_policy):
     eng = _small_engine(tmp_path, _Hub(_Backend()))
     sol = eng.solve(_instance(), Plan("mgmatch", "exact", 2000.0, None, None, None), "t")
     assert sol.method == "mgmatch" and sol.model_version == "fake@1"
@@ -224,3 +241,21 @@ def test_config_errors_name_the_field(tmp_path):
     path.write_text(yaml.safe_dump({"pools": [{"name": "a", "team_size": 3, "method": "nope"}]}))
     with pytest.raises(InvalidInput, match="pools\\[0\\].method"):
         Runtime.build(Settings(config=path))
+
+
+def test_a_pool_answered_without_the_network_does_not_report_its_version(tmp_path):
+    """The policy enumerates the small example pool: optimal, no predictor call, no fallback, and the
+    answer names the engagement model's version, not the network's."""
+    calls = []
+
+    class Counting(_Backend):
+        def predict(self, problems, timeout_s=None):
+            calls.append(1)
+            return super().predict(problems, timeout_s)
+
+    eng = _small_engine(tmp_path, _Hub(Counting()))
+    sol = eng.solve(_instance(), Plan("mgmatch", "exact", 2000.0, None, None, None), "t")
+    assert sol.method == "mgmatch" and sol.status == "optimal" and calls == []
+    assert sol.stats["policy_path"] == "enumerate" and sol.stats["predictor_used"] is None
+    assert sol.model_version != "fake@1" and sol.model_version == eng.engagement.version("small")
+    assert not hasattr(sol, "fallback") or sol.fallback is None

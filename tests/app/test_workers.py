@@ -205,11 +205,12 @@ def test_inference_worker_serves_remote_predictions_and_absence_falls_back(tmp_p
 
     store = make_store(settings)
     rt = Runtime.build(settings, store=store, predictors=RemotePredictors(store))
-    inst = generate_instances("3v3", 1, seed=3)[0]
-    plan = Plan("mgmatch", "exact", 3000.0, "3v3", None, None)
+    # a 12v12 pool: MGMatch's policy asks the network for it (a 3v3 pool would be enumerated)
+    inst = generate_instances("12v12", 1, seed=3)[0]
+    plan = Plan("mgmatch", "exact", 3000.0, "12v12", None, None)
     down = rt.engine.solve(inst, plan, "t")
     assert down.fallback == "unavailable" and down.method != "mgmatch"
-    if (problem := shipped_predictor_problem("3v3")) is not None:
+    if (problem := shipped_predictor_problem("12v12")) is not None:
         pytest.skip(problem)
     worker = _worker("inference", env)
     try:
@@ -217,7 +218,8 @@ def test_inference_worker_serves_remote_predictions_and_absence_falls_back(tmp_p
         rt.engine.predictors._alive_at = 0.0  # look again now rather than after the 2 s cache
         sol = rt.engine.solve(inst, plan, "t")
         assert sol.method == "mgmatch" and getattr(sol, "fallback", None) is None, sol
-        assert sol.model_version.startswith("3v3@") and sol.has_assignment
+        assert sol.model_version.startswith("12v12@") and sol.has_assignment
+        assert sol.stats["predictor_used"] == sol.model_version
     finally:
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(20) == 0, worker.stderr.read()[-2000:]

@@ -102,3 +102,40 @@ def test_cli_names_the_missing_method(monkeypatch, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "'mgmatch'" in err and err.count("\n") == 1
+
+
+def test_budgets_share_instances_and_references_and_pools_have_their_size():
+    from mgmatch.pipeline.bench_quality import budgets_markdown, problems_for, run_budgets
+
+    pools = problems_for(PRESET, 3, SEED, pool_size=(12, 14))
+    assert all(12 <= pr.instance.n <= 14 for pr in pools)
+    assert [pr.instance.n for pr in pools] == [pr.instance.n for pr in problems_for(PRESET, 3, SEED, (12, 14))]
+    results = run_budgets(PRESET, ["random", "optmatch"], [50.0, 200.0], 2, SEED, exact_time_limit_s=30,
+                          factory=factory, pool_size=(12, 14))
+    assert [r.time_limit_ms for r in results] == [50.0, 200.0]
+    assert results[0].references is results[1].references  # one exact reference per instance
+    for r in results:
+        assert r.pool_size == (12, 14) and r.to_json()["pool_size"] == [12, 14]
+        assert {run.method for run in r.runs} == {"random", "optmatch"} and len(r.runs) == 4
+    md = budgets_markdown(results)
+    assert "pools of 12–14" in md and "| 50 |" in md and "| 200 |" in md
+
+
+def test_cli_budgets_and_pool_size(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "quality", "--preset", PRESET, "--methods", "random", "--count", "1", "--seed", str(SEED),
+              "--budgets", "50,100", "--pool-size", "12-13", "--json", str(tmp_path / "b.json"),
+              "--progress-methods", ""])
+    assert e.value.code == 0
+    assert "| 100 |" in capsys.readouterr().out
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert [r["time_limit_ms"] for r in doc["results"]] == [50.0, 100.0]
+    for args, field in ((["--budgets", "10,x"], "--budgets"), (["--budgets", "10,10"], "--budgets"),
+                        (["--budgets", "0"], "--budgets"), (["--pool-size", "a-b"], "--pool-size"),
+                        (["--pool-size", "4-8"], "--pool-size"), (["--pool-size", "90-101"], "--pool-size"),
+                        (["--pool-size", "50-40"], "--pool-size")):
+        with pytest.raises(SystemExit) as e:
+            main(["bench", "quality", "--preset", PRESET, "--methods", "random", "--count", "1", *args])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert field in err and err.count("\n") == 1

@@ -88,7 +88,8 @@ def test_surrogate_with_oracle_prediction_is_the_exact_optimum(small3v3):
         np.testing.assert_array_equal(res.team_of, t_opt)
         # and the whole solver answers the optimum
         oracle = OraclePredictor({id(pr): t_opt})
-        for solver in (MGMatchSolver(oracle, warm_start=False, use_polish=False), MGMatchSolver(oracle)):
+        for solver in (MGMatchSolver(oracle, warm_start=False, use_polish=False, policy="pipeline"),
+                       MGMatchSolver(oracle, policy="pipeline"), MGMatchSolver(oracle)):
             sol = solver.solve(pr, Budget.of(300))
             assert sol.status in ("feasible", "optimal")
             assert sol.objective == pytest.approx(obj_opt, abs=1e-9)
@@ -151,7 +152,7 @@ def test_predictor_is_required_and_checked(small3v3):
             return [np.zeros((3, 3)) for _ in problems_]
 
     with pytest.raises(ValueError, match="shape"):
-        MGMatchSolver(Wrong()).solve(small3v3[0][0], Budget.of(1000))
+        MGMatchSolver(Wrong(), policy="pipeline").solve(small3v3[0][0], Budget.of(1000))
     assert get_solver("bgcn", predictor=NoisePredictor(0)).name == "bgcn"
 
 
@@ -222,11 +223,11 @@ def test_true_search_improves_on_the_polished_answer(small3v3):
     stuck = stuck_local_optimum(pr, obj_opt)
     pred = FixedPredictor(stuck)
     # without the search stage the answer stays at the local optimum the predictor points to ...
-    plain = MGMatchSolver(pred, search=False).solve(pr, Budget.of(3000))
+    plain = MGMatchSolver(pred, search=False, policy="pipeline").solve(pr, Budget.of(3000))
     assert plain.status == "feasible" and feasible(pr, plain)
     assert plain.objective < obj_opt - 1e-6
     # ... the search of the engagement MIP from it (warm start + cutoff) reaches the proven optimum
-    sol = MGMatchSolver(pred).solve(pr, Budget.of(3000))
+    sol = MGMatchSolver(pred, policy="pipeline").solve(pr, Budget.of(3000))
     assert sol.status == "optimal" and feasible(pr, sol)  # proven: SCIP finished the engagement MIP
     assert sol.objective == pytest.approx(obj_opt, abs=1e-9) and sol.bound == pytest.approx(sol.objective)
     assert sol.stats["search_proven_optimal"] is True
@@ -273,7 +274,7 @@ def test_trust_region_keeps_the_search_near_the_prediction(small3v3):
 def test_search_with_a_trust_region_answers_feasibly_and_never_below_polish(small3v3):
     for pr, _t_opt, obj_opt in small3v3[:2]:
         stuck = stuck_local_optimum(pr, obj_opt)
-        solver = MGMatchSolver(FixedPredictor(stuck), tr_fraction=0.5, tr_delta=2)
+        solver = MGMatchSolver(FixedPredictor(stuck), tr_fraction=0.5, tr_delta=2, policy="pipeline")
         sol = solver.solve(pr, Budget.of(2000))
         assert sol.status in ("feasible", "optimal") and feasible(pr, sol)
         assert sol.objective >= sol.stats["polished_objective"] - 1e-12
@@ -286,7 +287,7 @@ def test_short_budgets_are_respected_with_the_search_stage():
     searched = 0
     for pr, limit in cases:
         t0 = time.perf_counter()
-        sol = MGMatchSolver(pred).solve(pr, Budget.of(limit))
+        sol = MGMatchSolver(pred, policy="pipeline").solve(pr, Budget.of(limit))
         wall = (time.perf_counter() - t0) * 1e3
         # the slack only absorbs OS preemption on a loaded machine; a stage run past the deadline
         # (a SCIP solve without its time limit, a polish without its deadline) would exceed it

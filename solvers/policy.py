@@ -1,0 +1,153 @@
+"""MGMatch's measured policy: which path answers a problem inside its budget.
+
+Before any solving, :func:`choose` estimates what an exact answer would cost and picks one of
+
+- ``enumerate`` — every team formation, checked and scored in numpy batches
+  (:mod:`mgmatch.solvers.enumerate`), when the instance has few enough assignments that
+  :func:`enumerate_estimate_s` fits :data:`ENUM_SHARE` of the time left. The answer is the proven
+  optimum, usually in a few ms (3v3 pools: median ~2 000 assignments).
+- ``scip`` — the big-M engagement MIP warm-started at once with the rounded prediction and given
+  all the time left, when the **runtime predictor** :func:`scip_estimate_s` says SCIP closes it
+  within :data:`SCIP_RATIO` × the time left.
+- ``pipeline`` — predict → surrogate MIP → polish → search of the engagement MIP (the paper's fast
+  solver), when neither closes in time: a good answer early matters more than a proof.
+
+**The runtime predictor** is a measured rule, not a network: SCIP's wall time to prove the
+engagement MIP optimal (``exact`` settings, build included) grows with the candidates N and, a
+little less, with fewer team slots S = Σ sizes. A least-squares fit of log time on log N and log S
+over 100 calibration solves (30 3v3, 30 12v12, 20 12v12 pools of 90–100 candidates and 10 3v3
+pools of 90–100, seed 777, on one core of the shared 2-core machine under load from parallel
+sessions; an ad-hoc script) gave ``t_ms = exp(−0.595) · N^1.693 · S^−0.255`` — 3v3 (N 10–19)
+median 38 ms, 12v12 (N 30–52) 128 ms, pools 590–660 ms. The residual spread is wide (one
+instance in four takes ≥ 1.4× the estimate), so the estimate is an expected time, and the
+cost of a wrong bet is bounded: the SCIP path keeps the rounded prediction as its fallback
+and polishes whatever SCIP found when it did not close.
+
+Enumeration costs about 1 µs per assignment plus ~1 ms (``mgmatch.solvers.exact``'s measured
+threshold); :data:`ENUM_US_PER_ASSIGNMENT` and :data:`ENUM_BASE_S` are set to 4 µs and 3 ms, as measured on the loaded machine.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mgmatch.core.problem import Problem
+
+from .enumerate import count_assignments
+
+#: calibrated runtime predictor (see the module docstring): log t_ms = a + b·log N + c·log S
+SCIP_LOG_MS = (-0.595, 1.693, -0.255)
+#: take the SCIP path when the estimate is at most this many times the time left (the estimate is a
+#: median with a long tail: at 0.5 and 1.0 the warm-started SCIP path measured worse than the
+#: pipeline on 3v3 and 12v12 at 50–100 ms under load, e.g. 3v3 100 ms 0.39% vs 0.32%)
+SCIP_RATIO = 0.3
+#: below this much time left the pipeline (predict, build the surrogate MIP, solve it) rarely
+#: answers a 3v3 pool under load (answered at 20 ms: 25–50%, at 50 ms: 88–94%), while enumeration
+#: checked chunk by chunk answers nearly always: a countable pool is then enumerated as far as
+#: the budget goes, its best so far the answer
+ANYTIME_ENUM_S = 0.06
+#: ... when it has at most this many assignments (3v3 pools: at most ~160 000; a 12v12 pool has
+#: 10^14 and more, where a partial enumeration is no search at all)
+ANYTIME_ENUM_MAX = 1_000_000
+#: enumeration cost: µs per assignment and fixed seconds, measured on 3v3 pools under load (1 680
+#: assignments 7 ms, 4 200 10–20 ms, 13 500 40–52 ms, 54 880 240–320 ms; about 1 µs + 1 ms quiet)
+ENUM_US_PER_ASSIGNMENT = 4.0
+ENUM_BASE_S = 0.003
+#: enumeration checks its deadline between chunks: a chunk holds about this share of the time left
+ENUM_CHUNK_SHARE = 0.15
+#: the trained predictor runs when its expected time is at most this share of the time left; else
+#: the engagement gradient (~0.05 ms) stands in for it (the GNN took 3–16 ms per pool under load)
+PREDICT_SHARE = 0.15
+#: enumerate when its estimate is at most this share of the time left (the rest is the fallback's)
+ENUM_SHARE = 0.6
+#: count assignments exactly only when C(N, S) is at most this (counting a 95-candidate pool costs
+#: ~17 ms; such a pool is never enumerable anyway)
+COUNT_MAX_COMBOS = 10**7
+
+PATHS = ("auto", "enumerate", "scip", "pipeline")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The policy's decision and what it was based on."""
+
+    path: str                    # enumerate | scip | pipeline
+    scip_estimate_s: float
+    enumerate_estimate_s: float | None   # None: too many assignments to count
+    assignments: int | None
+
+    @property
+    def small_pool(self) -> bool:
+        """Few enough assignments to enumerate as far as a budget goes (3v3 pools)."""
+        return self.assignments is not None and self.assignments <= ANYTIME_ENUM_MAX
+
+    def stats(self) -> dict:
+        return {"policy_path": self.path, "policy_scip_estimate_ms": round(self.scip_estimate_s * 1e3, 3),
+                "policy_enumerate_estimate_ms": (None if self.enumerate_estimate_s is None
+                                                 else round(self.enumerate_estimate_s * 1e3, 3)),
+                "policy_assignments": self.assignments}
+
+
+def scip_estimate_s(n_players: int, slots: int) -> float:
+    """The runtime predictor: expected seconds for SCIP to build and prove the engagement MIP."""
+    a, b, c = SCIP_LOG_MS
+    return math.exp(a + b * math.log(max(1, n_players)) + c * math.log(max(1, slots))) / 1e3
+
+
+def enumerate_estimate_s(assignments: int) -> float:
+    return ENUM_BASE_S + ENUM_US_PER_ASSIGNMENT * 1e-6 * assignments
+
+
+def enumerate_chunk(left_s: float | None, lo: int = 2_048, hi: int = 65_536) -> int:
+    """Assignments per enumeration batch, so that one batch takes about ENUM_CHUNK_SHARE of the time left."""
+    if left_s is None:
+        return hi
+    return int(min(hi, max(lo, ENUM_CHUNK_SHARE * left_s / (ENUM_US_PER_ASSIGNMENT * 1e-6))))
+
+
+def use_trained_predictor(expected_s: float | None, left_s: float | None, small_pool: bool = False) -> bool:
+    """Whether the trained predictor runs: its expected time (None: never measured) fits the time
+    left, and the pool is not a small one (:attr:`Choice.small_pool`), where the network's 3–16 ms
+    bought nothing: 3v3 at 100 ms under load, the pipeline reached 0.32% with the network and
+    0.05% with the engagement gradient (16 instances, seed 4242); 12v12 at 50 ms the network
+    helped (11.1% vs 16.4%)."""
+    if small_pool:
+        return False
+    if expected_s is None or left_s is None:
+        return True
+    return expected_s <= PREDICT_SHARE * left_s
+
+
+def assignments_if_countable(problem: Problem) -> int | None:
+    """The exact number of assignments, or None when the pool is too large to be worth counting."""
+    inst = problem.instance
+    if math.comb(inst.n, min(inst.n, sum(inst.sizes))) > COUNT_MAX_COMBOS:
+        return None
+    return count_assignments(problem)
+
+
+def choose(problem: Problem, left_s: float | None, forced: str = "auto") -> Choice:
+    """Pick the path for ``problem`` with ``left_s`` seconds left (None: no limit).
+
+    Args:
+        forced: ``auto`` decides; ``enumerate``, ``scip`` or ``pipeline`` force that path (the
+            estimates are still reported), for measuring each path on its own.
+    """
+    if forced not in PATHS:
+        raise ValueError(f"policy must be one of {PATHS}, got {forced!r}")
+    inst = problem.instance
+    est_scip = scip_estimate_s(inst.n, sum(inst.sizes))
+    count = assignments_if_countable(problem)
+    est_enum = None if count is None else enumerate_estimate_s(count)
+    if forced != "auto":
+        return Choice(forced, est_scip, est_enum, count)
+    left = math.inf if left_s is None else left_s
+    if count is not None and (est_enum <= ENUM_SHARE * left
+                              or (left < ANYTIME_ENUM_S and count <= ANYTIME_ENUM_MAX)):
+        path = "enumerate"
+    elif est_scip <= SCIP_RATIO * left:
+        path = "scip"
+    else:
+        path = "pipeline"
+    return Choice(path, est_scip, est_enum, count)

@@ -1,0 +1,305 @@
+"""MGMatch's measured policy and on-time enforcement: which path runs, SCIP's limit, answers kept.
+
+Behaviour, not timing: the policy's choice from its estimates, the warm-started SCIP path when the
+runtime predictor says the MIP closes, SCIP's limit = the budget minus the build, builds abandoned
+at the deadline, and an answer that always carries the feasible assignment found.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from mgmatch.core.errors import InvalidInput
+from mgmatch.core.presets import generate_instances, resolve_model
+from mgmatch.core.problem import Problem
+from mgmatch.core.solution import team_of_from_teams
+from mgmatch.solvers import exact as exact_mod
+from mgmatch.solvers import mgmatch as mg
+from mgmatch.solvers import policy
+from mgmatch.solvers.base import Budget, get_solver
+from mgmatch.solvers.exact import ScipSolver
+from mgmatch.solvers.mip import BuildClock, BuildInterrupted, MipModel
+from mgmatch.solvers.surrogate import GradientPredictor
+
+SEED = 3
+
+
+@pytest.fixture(autouse=True)
+def fresh_build_clocks(monkeypatch):
+    """Each test measures its own build times (the clocks are process-wide)."""
+    eng, sur = BuildClock(), BuildClock()
+    monkeypatch.setattr(exact_mod, "ENGAGEMENT_BUILDS", eng)
+    monkeypatch.setattr(mg, "ENGAGEMENT_BUILDS", eng)
+    monkeypatch.setattr(mg, "SURROGATE_BUILDS", sur)
+    monkeypatch.setattr(mg, "POLISH_ROUNDS", BuildClock())
+    monkeypatch.setattr(mg, "_PREDICT_TIMES", {})
+    return eng, sur
+
+
+def problems(preset: str, count: int, seed: int = SEED) -> list[Problem]:
+    out = []
+    for inst in generate_instances(preset, count, seed):
+        name, model = resolve_model(inst)
+        out.append(Problem(inst, model, model_name=name))
+    return out
+
+
+def optimum(pr: Problem) -> np.ndarray:
+    sol = get_solver("exact").solve(pr, Budget.of(None))
+    assert sol.status == "optimal"
+    return team_of_from_teams(pr.instance, sol.teams)
+
+
+class FixedPredictor:
+    """Predicts one given assignment (one-hot) for every problem; counts its calls."""
+
+    version = "fixed"
+
+    def __init__(self, team_of: np.ndarray, sleep_s: float = 0.0):
+        self.team_of, self.sleep_s, self.calls = team_of, sleep_s, 0
+
+    def predict(self, problems_: list[Problem]) -> list[np.ndarray]:
+        self.calls += 1
+        time.sleep(self.sleep_s)
+        out = []
+        for pr in problems_:
+            p = np.zeros((pr.instance.n, pr.instance.teams))
+            sel = np.flatnonzero(self.team_of >= 0)
+            p[sel, self.team_of[sel]] = 1.0
+            out.append(p)
+        return out
+
+
+# --------------------------------------------------------------------------- the choice
+
+
+def test_policy_picks_enumeration_scip_or_pipeline_from_its_estimates(monkeypatch):
+    small, = problems("3v3", 1)
+    big, = problems("12v12", 1)
+    c = policy.choose(small, 10.0)
+    assert c.assignments is not None and c.assignments > 0
+    assert c.path == "enumerate"  # a few thousand assignments: well inside 10 s
+    # 12v12 is never counted out (too many assignments): SCIP when its estimate fits, else the pipeline
+    est = policy.scip_estimate_s(big.instance.n, sum(big.instance.sizes))
+    assert policy.choose(big, est / policy.SCIP_RATIO * 1.01).path == "scip"
+    assert policy.choose(big, est / policy.SCIP_RATIO * 0.9).path == "pipeline"
+    # a tight budget: a 3v3 pool is enumerated as far as it goes, a 12v12 pool never is
+    assert policy.choose(small, 0.001).path == "enumerate"
+    assert policy.choose(big, 0.001).path == "pipeline"
+    assert policy.choose(big, None).path == "scip"  # no limit: the exact MIP
+    # forcing a path keeps the estimates
+    forced = policy.choose(small, 10.0, forced="pipeline")
+    assert forced.path == "pipeline" and forced.scip_estimate_s == c.scip_estimate_s
+    with pytest.raises(ValueError):
+        policy.choose(small, 1.0, forced="nope")
+
+
+def test_runtime_predictor_grows_with_the_pool():
+    assert policy.scip_estimate_s(15, 6) < policy.scip_estimate_s(45, 24) < policy.scip_estimate_s(95, 24)
+    assert policy.enumerate_estimate_s(100) < policy.enumerate_estimate_s(10_000)
+    assert policy.enumerate_chunk(None) == 65_536
+    assert 2_048 == policy.enumerate_chunk(0.001) <= policy.enumerate_chunk(0.1) <= policy.enumerate_chunk(10.0) == 65_536
+
+
+def test_large_pools_are_not_counted():
+    """Counting a 95-candidate pool's assignments costs more than enumeration could ever save."""
+    from mgmatch.pipeline.bench_batch import pool_instance
+
+    inst = pool_instance("12v12", 95, 1, 0)
+    name, model = resolve_model(inst)
+    c = policy.choose(Problem(inst, model, model_name=name), 0.1)
+    assert c.assignments is None and c.enumerate_estimate_s is None and c.path == "pipeline"
+
+
+def test_unknown_policy_is_an_input_error():
+    with pytest.raises(InvalidInput) as err:
+        mg.MGMatchSolver(GradientPredictor(), policy="fastest")
+    assert err.value.field == "policy"
+
+
+# --------------------------------------------------------------------------- the SCIP path
+
+
+def test_scip_path_when_the_runtime_predictor_says_it_closes(monkeypatch):
+    pr, = problems("12v12", 1)
+    best = optimum(pr)
+    seen = {}
+    real_warm = MipModel.warm_start
+
+    def warm(self, team_of):
+        seen["warm"] = np.asarray(team_of).copy()
+        return real_warm(self, team_of)
+
+    monkeypatch.setattr(MipModel, "warm_start", warm)
+    monkeypatch.setattr(policy, "scip_estimate_s", lambda n, s: 0.001)  # "closes at once"
+    solver = mg.MGMatchSolver(FixedPredictor(best), default_time_limit_ms=60_000)
+    sol = solver.solve(pr, Budget.of(60_000))
+    assert solver.last_choice.path == "scip" and sol.stats["policy_path"] == "scip"
+    assert "surrogate_ms" not in sol.stats  # the surrogate pipeline did not run
+    assert np.array_equal(seen["warm"], best)  # warm-started at once with the rounded prediction
+    assert sol.status == "optimal"
+    assert sol.objective == pytest.approx(pr.objective(best), rel=1e-9)
+
+
+def test_pipeline_when_the_runtime_predictor_says_it_does_not_close(monkeypatch):
+    pr, = problems("12v12", 1)
+    monkeypatch.setattr(policy, "scip_estimate_s", lambda n, s: 1e6)
+    solver = mg.MGMatchSolver(GradientPredictor(), default_time_limit_ms=300)
+    sol = solver.solve(pr, Budget.of(300))
+    assert sol.stats["policy_path"] == "pipeline" and "surrogate_ms" in sol.stats
+    assert sol.has_assignment
+
+
+def test_scip_path_keeps_the_start_when_the_build_runs_out(monkeypatch):
+    """The SCIP path's model is abandoned at the deadline: the answer is the (feasible) start."""
+    pr, = problems("12v12", 1)
+    best = optimum(pr)
+
+    def no_time(*a, **k):
+        raise BuildInterrupted("test")
+
+    monkeypatch.setattr(MipModel, "build", classmethod(lambda cls, *a, **k: no_time()))
+    sol = mg.MGMatchSolver(FixedPredictor(best), policy="scip").solve(pr, Budget.of(200))
+    assert sol.status == "feasible"
+    t = team_of_from_teams(pr.instance, sol.teams)
+    assert pr.checker.feasible(t[None])[0]
+    assert sol.objective == pytest.approx(pr.objective(best), rel=1e-9)
+
+
+def test_pipeline_keeps_the_enumerated_start_when_no_mip_fits(monkeypatch):
+    """Enumeration cut short hands its best on; with no time to build the surrogate, that is the answer."""
+    pr, = problems("3v3", 1)
+    real = mg.best_assignment
+
+    def cut_short(problem, deadline=None, chunk=None):
+        res = real(problem)
+        return type(res)(res.team_of, res.objective, False, res.examined, res.feasible)
+
+    monkeypatch.setattr(mg, "best_assignment", cut_short)
+    monkeypatch.setattr(MipModel, "build", classmethod(lambda cls, *a, **k: (_ for _ in ()).throw(BuildInterrupted("t"))))
+    sol = mg.MGMatchSolver(GradientPredictor(), policy="enumerate").solve(pr, Budget.of(500))
+    assert sol.status == "feasible" and sol.stats["enumerate_complete"] is False
+    assert sol.stats["surrogate_status"] == "build_interrupted"
+    assert sol.objective == pytest.approx(pr.objective(optimum(pr)), rel=1e-9)
+
+
+def test_enumeration_path_proves_the_optimum():
+    pr, = problems("3v3", 1)
+    sol = mg.MGMatchSolver(GradientPredictor()).solve(pr, Budget.of(5_000))
+    assert sol.stats["policy_path"] == "enumerate" and sol.status == "optimal"
+    assert sol.objective == pytest.approx(pr.objective(optimum(pr)), rel=1e-9)
+    assert "predict_ms" not in sol.stats and sol.stats["predictor_used"] is None  # no prediction needed
+
+
+def test_slow_predictor_gives_way_to_the_gradient():
+    """Once the trained predictor has been measured too slow for the time left, the gradient stands in."""
+    pr, = problems("12v12", 1)
+    slow = FixedPredictor(optimum(pr), sleep_s=0.06)
+    solver = mg.MGMatchSolver(slow, policy="pipeline")
+    first = solver.solve(pr, Budget.of(2_000))
+    assert first.stats["predictor_used"] == "fixed" and slow.calls == 1
+    second = solver.solve(pr, Budget.of(200))  # 60 ms > 15% of 200 ms
+    assert second.stats["predictor_used"] == GradientPredictor.version and slow.calls == 1
+    assert second.has_assignment
+
+
+# --------------------------------------------------------------------------- SCIP's limit counts the build
+
+
+def test_scip_limit_is_the_budget_minus_the_build(monkeypatch):
+    pr, = problems("3v3", 1)
+    real_build = MipModel.build.__func__
+    limits = []
+
+    def slow_build(cls, *a, **k):
+        time.sleep(0.05)
+        return real_build(cls, *a, **k)
+
+    real_limit = MipModel.set_time_limit
+
+    def record(self, seconds):
+        limits.append(seconds)
+        return real_limit(self, seconds)
+
+    monkeypatch.setattr(MipModel, "build", classmethod(slow_build))
+    monkeypatch.setattr(MipModel, "set_time_limit", record)
+    solver = ScipSolver()
+    budget = Budget.of(300)
+    solver.solve(pr, budget)
+    build_s = solver.last_stats["build_s"]
+    assert build_s >= 0.05
+    assert limits == [solver.last_stats["time_limit_s"]]
+    assert limits[0] <= 0.3 - build_s  # what was left after building, not the whole budget
+    assert limits[0] >= 0.3 - build_s - 0.03  # minus only the reading margin (and a little clock)
+
+
+def test_scip_abandons_a_build_past_the_deadline():
+    pr, = problems("12v12", 1)
+    solver = ScipSolver()
+    sol = solver.solve(pr, Budget(1.0, time.perf_counter() - 1.0))  # a budget already spent
+    assert sol.status == "no_solution" and solver.last_stats["status"] == "no_time"
+
+
+def test_build_deadline_raises_and_none_builds():
+    pr, = problems("3v3", 1)
+    with pytest.raises(BuildInterrupted):
+        MipModel.build(pr.compiled, checker=pr.checker, deadline=time.perf_counter() - 1.0)
+    mip = MipModel.build(pr.compiled, checker=pr.checker, deadline=time.perf_counter() + 60)
+    with pytest.raises(BuildInterrupted):
+        mip.add_engagement_objective(pr, deadline=time.perf_counter() - 1.0)
+
+
+def test_a_build_measured_too_slow_for_the_time_left_is_not_started(monkeypatch, fresh_build_clocks):
+    eng, _ = fresh_build_clocks
+    pr, = problems("12v12", 1)
+    best = optimum(pr)
+    size = BuildClock.size(pr.compiled)
+    eng.rates.clear()  # (the exact solve above measured one build)
+    eng.record(0.5, size)  # a build of this size took 500 ms
+    assert eng.expected_s(size) == pytest.approx(0.5)
+
+    def must_not_build(*a, **k):
+        raise AssertionError("built a model that could not fit")
+
+    monkeypatch.setattr(MipModel, "build", classmethod(must_not_build))
+    solver = ScipSolver()
+    sol = solver.solve(pr, Budget.of(100))
+    assert sol.status == "no_solution" and solver.last_stats["status"] == "no_time"
+    # MGMatch's SCIP path falls back to polishing its start instead
+    sol = mg.MGMatchSolver(FixedPredictor(best), policy="scip").solve(pr, Budget.of(100))
+    assert sol.status == "feasible" and sol.objective == pytest.approx(pr.objective(best), rel=1e-9)
+
+
+def test_build_clock_is_an_upper_quartile_of_recent_rates():
+    clock = BuildClock(keep=4)
+    assert clock.expected_s(100) == 0.0  # never measured: always try
+    for s in (0.01, 0.02, 0.03, 0.04, 0.05):
+        clock.record(s, 100)
+    assert len(clock.rates) == 4  # the oldest is forgotten
+    assert clock.expected_s(200) == pytest.approx(2 * 0.04)
+
+
+def test_no_polish_round_is_started_that_the_measured_pace_says_cannot_finish(monkeypatch):
+    pr, = problems("12v12", 1)
+    slow = BuildClock()
+    slow.record(10.0, pr.instance.n ** 2)  # a round took 10 s
+    monkeypatch.setattr(mg, "POLISH_ROUNDS", slow)
+    sol = mg.MGMatchSolver(GradientPredictor(), policy="pipeline").solve(pr, Budget.of(400))
+    assert sol.stats["polish_starts"] == 0 and sol.stats["polish_moves"] == 0
+    assert sol.has_assignment  # the surrogate's answer, unpolished
+    t = team_of_from_teams(pr.instance, sol.teams)
+    assert pr.checker.feasible(t[None])[0]
+
+
+def test_polish_reports_the_rounds_it_timed_apart_from_the_pace_given():
+    from mgmatch.solvers.polish import polish
+
+    pr, = problems("3v3", 1)
+    start = optimum(pr)
+    res = polish(pr, start, deadline=time.perf_counter() + 10, round_s=0.5)
+    assert res.measured_round_s > 0 and res.round_s >= 0.5 > res.measured_round_s
+    idle = polish(pr, start, deadline=time.perf_counter() + 0.1, round_s=5.0)  # no round fits
+    assert idle.measured_round_s == 0 and idle.rounds == 0
