@@ -29,7 +29,7 @@ torch.set_num_threads(1)
 @pytest.fixture(scope="module")
 def problems():
     out = {}
-    for preset in ("3v3", "12v12"):
+    for preset in ("3v3", "12v12", "12v12-deep"):
         m = load_model(preset)
         out[preset] = [Problem(i, m, model_name=preset) for i in generate_instances(preset, 5, seed=21)]
     return out
