@@ -1,4 +1,4 @@
-"""Scenario presets ("3v3", "12v12"), the instance generator and the shipped engagement models.
+"""Scenario presets ("3v3", "12v12", "12v12-deep"), the instance generator and the shipped engagement models.
 
 A preset is a game: its player world (:mod:`mgmatch.core.world`), its team format, its rule
 book and its fitted engagement model, shipped as JSON in ``core/presets/engagement-<name>.json``
@@ -10,6 +10,9 @@ Shaped like the paper's datasets (MGMatch §5, Table 1):
   75 compiled constraints of which about 14% logical (``if``).
 - **12v12**: D=2, K=12, 66 features, pools of 30–60, roles tank 3 / healer 3 / dps 6, about 149
   constraints of which about 11% logical.
+- **12v12-deep**: the 12v12 game (same world, roles and rule kinds) with pools of 60–100
+  candidates and a deeper engagement head (two hidden layers of 64): the paper's hard regime,
+  where an exact proof takes seconds.
 
 :func:`generate_instances` plants a witness: it first builds one assignment that fills the role
 slots inside one host region, keeps parties whole and the long waiters in, then sets every rule
@@ -21,6 +24,7 @@ therefore feasible; :func:`generate_with_witness` returns the witness too.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass
 from functools import cache
@@ -108,6 +112,13 @@ PRESETS: dict[str, Preset] = {
         parties=(1, 4), avoid=(0, 3), include=(1, 3), logical=(13, 20),
     ),
 }
+# The paper's hard regime: the 12v12 game with big queues (60–100 candidates) scored by a deeper
+# engagement model (head 24→64→64→1, shipped as engagement-12v12-deep.json), so that the exact
+# big-M MIP (up to 128 head binaries over ~200 x variables) needs seconds, not milliseconds.
+PRESETS["12v12-deep"] = dataclasses.replace(
+    PRESETS["12v12"], name="12v12-deep", world=dataclasses.replace(PRESETS["12v12"].world, name="12v12-deep"),
+    pool=(60, 100), parties=(2, 6), avoid=(1, 5), include=(1, 4), logical=(16, 24),
+)
 
 
 def preset_names() -> list[str]:
@@ -142,6 +153,15 @@ def _load_cached(name: str) -> EngagementModel:
         model = model.model_copy(update={"name": name})
         model.model_post_init(None)
     return model
+
+
+def model_sha256(name: str) -> str:
+    """Hex SHA-256 of the shipped engagement model file ``engagement-<name>.json`` (what labels and
+    predictors trained on it pin); unknown → InvalidInput(engagement_model)."""
+    if not isinstance(name, str) or name not in model_names():
+        raise InvalidInput("engagement_model", f"unknown engagement model {name!r}; known: {', '.join(model_names())}")
+    data = (resources.files("mgmatch.core") / "presets" / f"engagement-{name}.json").read_bytes()
+    return hashlib.sha256(data).hexdigest()
 
 
 def load_model(name: str) -> EngagementModel:

@@ -10,7 +10,15 @@ Format ``mgmatch-labels/v1`` — a directory::
 
     {"format": "mgmatch-labels/v1", "preset": "3v3", "seed": 0, "count": 1000,
      "time_limit_s": 60.0, "method": "exact", "shard_size": 1000, "model": "3v3",
-     "done": 1000, "optimal": 987, "runs": [{...throughput of each run...}]}
+     "model_sha256": "9f2c…",          # SHA-256 of the shipped engagement-<preset>.json labelled with
+     "done": 1000, "optimal": 987, "runs": [{...throughput of each run...}],
+     "feasible_only": 13, "without_solution": 0,     # labels that are time-limited best solutions / none
+     "gap_mean": 0.0004, "gap_max": 0.021,           # proven relative gaps over labels with an assignment
+     "time_limits_s": [60.0]}                        # every limit the records were solved under
+
+``model_sha256`` pins the preset's engagement model: resuming a dataset after the shipped model
+changed is refused (the labels would optimize two objectives). Manifests written before the pin
+and the summary fields lack them; readers treat every one of these fields as optional.
 
 One record (one line; JSON only, never pickle)::
 

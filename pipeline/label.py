@@ -142,18 +142,39 @@ class LabelRun:
 
 
 def _manifest_for(out: Path, preset: str, seed: int, count: int, time_limit_s: float | None) -> dict:
+    from mgmatch.core.presets import model_sha256
+
+    sha = model_sha256(preset)
     m = read_manifest(out)
     if m is None:
         return {"format": DATASET_FORMAT, "preset": preset, "seed": seed, "count": count,
                 "time_limit_s": time_limit_s, "method": LABEL_METHOD, "shard_size": SHARD_SIZE,
-                "done": 0, "optimal": 0, "runs": []}
+                "model": preset, "model_sha256": sha, "done": 0, "optimal": 0, "runs": []}
     for key, val in (("preset", preset), ("seed", seed)):
         if m.get(key) != val:
             raise InvalidInput(key, f"{out} holds a dataset with {key}={m.get(key)!r}, not {val!r}; "
                                     "use another --out directory")
+    # datasets from before the pin carry none: nothing to compare (and nothing claimed for them)
+    if m.get("model_sha256") not in (None, sha):
+        raise InvalidInput("preset", f"{out} was labelled with another {preset} engagement model (SHA-256 "
+                                     f"{m['model_sha256'][:12]}…, shipped now {sha[:12]}…); its labels would mix "
+                                     "two objectives: use another --out directory")
     m["count"] = max(int(m.get("count", 0)), count)
     m["time_limit_s"] = time_limit_s
     return m
+
+
+def label_summary(recs: Iterable[dict]) -> dict:
+    """What the labels are worth: how many are only time-limited best solutions, their proven gaps,
+    and every time limit the records were solved under (a resumed run may have changed it)."""
+    recs = list(recs)
+    gaps = [float(r["gap"]) for r in recs if r.get("team_of") is not None and r.get("gap") is not None]
+    limits = sorted({r.get("time_limit_s") for r in recs}, key=lambda v: (v is None, v or 0.0))
+    return {"feasible_only": sum(1 for r in recs if not r.get("optimal") and r.get("team_of") is not None),
+            "without_solution": sum(1 for r in recs if r.get("team_of") is None),
+            "gap_mean": round(sum(gaps) / len(gaps), 6) if gaps else None,
+            "gap_max": round(max(gaps), 6) if gaps else None,
+            "time_limits_s": limits}
 
 
 def _run_local(jobs: list[str], workers: int, on_result: Callable[[str], None]) -> None:
@@ -306,6 +327,7 @@ def _execute(root: Path, manifest: dict, jobs: list[str], done_before: int, what
         recs = records(root)
         manifest["done"] = len(recs)
         manifest["optimal"] = sum(1 for r in recs.values() if r.get("optimal"))
+        manifest.update(label_summary(recs.values()))
         manifest["runs"] = list(manifest.get("runs", [])) + [run.to_json()]
         write_manifest(root, manifest)
     return run

@@ -101,6 +101,11 @@ def run(data: str | Path, arch: str, epochs: int, seed: int, out: str | Path, *,
         training["engagement_sha256"] = manifest.get("engagement_sha256")
     elif manifest:
         training["labels"] = {k: manifest.get(k) for k in ("preset", "seed", "count", "done", "optimal", "time_limit_s", "method")}
+        # the label quality (time-limited labels keep their proven gap) and the engagement model they optimize
+        training["labels"].update({k: manifest[k] for k in ("feasible_only", "gap_mean", "gap_max", "time_limits_s",
+                                                             "model_sha256") if k in manifest})
+        if manifest.get("model_sha256"):
+            training["engagement_sha256"] = manifest["model_sha256"]
         training["label_command"] = (f"mgmatch label --preset {manifest.get('preset')} --count {manifest.get('count')} "
                                      f"--seed {manifest.get('seed')} --time-limit-s {manifest.get('time_limit_s')} --out {data}")
     check = [p for p, _ in items[: min(16, len(items))]]

@@ -21,7 +21,7 @@ DEFAULTS = {"3v3": (24, 4), "12v12": (72, 3)}
                                  "(budget / M each); total engagement, time p50/p99, feasible %. A table on stdout, "
                                  "JSON with --json.")
 def batch_cmd(
-    preset: Annotated[str, typer.Option(help="Scenario preset (3v3, 12v12).")] = "3v3",
+    preset: Annotated[str, typer.Option(help="Scenario preset (3v3, 12v12, 12v12-deep).")] = "3v3",
     candidates: Annotated[int | None, typer.Option(help="Candidates per pool (≤ 100); default 24 (3v3), 72 (12v12).")] = None,
     matches: Annotated[int | None, typer.Option(help="Room for this many matches; default 4 (3v3), 3 (12v12).")] = None,
     budget_ms: Annotated[float | None, typer.Option(help="Total budget per pool, ms; default 100 × matches.")] = None,

@@ -17,7 +17,7 @@ EXACT_METHODS = ("scip", "enumerate", "exact")
 @bench_app.command("exact", help="Median and max exact solve time per method over preset instances, with the MIP "
                                  "sizes (binaries, big-M neurons); Markdown on stdout, JSON on request.")
 def exact_cmd(
-    preset: Annotated[str, typer.Option(help="Scenario preset (3v3, 12v12).")] = "3v3",
+    preset: Annotated[str, typer.Option(help="Scenario preset (3v3, 12v12, 12v12-deep).")] = "3v3",
     count: Annotated[int, typer.Option(help="Instances.")] = 20,
     seed: Annotated[int, typer.Option(help="Seed of the generated instances.")] = 0,
     methods: Annotated[str, typer.Option(help="Comma-separated: scip, enumerate, exact.")] = "scip,enumerate",

@@ -18,7 +18,7 @@ DEFAULT_METHODS = "mgmatch,bgcn,scip,random,optmatch,local-search"
                                    "method on held-out preset instances; Markdown on stdout, JSON and a "
                                    "progress PNG (objective vs time, Figure 5) on request.")
 def quality_cmd(
-    preset: Annotated[str, typer.Option(help="Scenario preset (3v3, 12v12).")] = "3v3",
+    preset: Annotated[str, typer.Option(help="Scenario preset (3v3, 12v12, 12v12-deep).")] = "3v3",
     methods: Annotated[str, typer.Option(help="Comma-separated methods.")] = DEFAULT_METHODS,
     time_limit_ms: Annotated[float, typer.Option("--time-limit-ms", help="Budget per solve (ms).")] = 100.0,
     count: Annotated[int, typer.Option(help="Held-out instances.")] = 20,

@@ -23,7 +23,7 @@ def label_cmd(
                                                    "(spec §1) to label.")] = None,
     engagement: Annotated[Path | None, typer.Option("--engagement", help="The game's engagement model "
                                                     "(with --instances).")] = None,
-    preset: Annotated[str | None, typer.Option(help="Or generate instances of a preset (3v3, 12v12).")] = None,
+    preset: Annotated[str | None, typer.Option(help="Or generate instances of a preset (3v3, 12v12, 12v12-deep).")] = None,
     count: Annotated[int | None, typer.Option(help="--preset: instances 0 … count−1.")] = None,
     seed: Annotated[int, typer.Option(help="--preset: generator seed; instance i depends on (preset, seed, i).")] = 0,
     workers: Annotated[int, typer.Option(help="Local worker processes (or CPUs of --ray local).")] = 1,

@@ -33,11 +33,11 @@ def batches():
 
 
 def test_presets_and_models_are_named_alike():
-    assert set(PRESETS) == {"3v3", "12v12"}
+    assert set(PRESETS) == {"3v3", "12v12", "12v12-deep"}
     assert set(model_names()) == set(PRESETS)
 
 
-@pytest.mark.parametrize("name", ["3v3", "12v12"])
+@pytest.mark.parametrize("name", ["3v3", "12v12", "12v12-deep"])
 def test_generator_is_deterministic_by_seed(name):
     a = [i.to_json() for i in generate_instances(name, 4, 5)]
     b = [i.to_json() for i in generate_instances(name, 4, 5)]
@@ -48,7 +48,7 @@ def test_generator_is_deterministic_by_seed(name):
     assert [i.to_json() for i in generate_instances(name, 6, 5)][:4] == a
 
 
-@pytest.mark.parametrize("name", ["3v3", "12v12"])
+@pytest.mark.parametrize("name", ["3v3", "12v12", "12v12-deep"])
 def test_instances_parse_back_validate_and_hold_a_feasible_witness(batches, name):
     p = PRESETS[name]
     model = load_model(name)

@@ -72,7 +72,7 @@ def test_export_parity_numpy_json_vs_torch(quick, tmp_path):
     quick.net.float()
 
 
-@pytest.mark.parametrize("name", ["3v3", "12v12"])
+@pytest.mark.parametrize("name", ["3v3", "12v12", "12v12-deep"])
 def test_shipped_model_round_trips_through_torch(name):
     from mgmatch.core.presets import PRESETS
     from mgmatch.core.world import features, sample_population

@@ -124,3 +124,36 @@ def test_ray_local_cluster(tmp_path):
     assert {i: r["team_of"] for i, r in records(tmp_path / "ray").items()} == \
         {i: r["team_of"] for i, r in records(tmp_path / "seq").items()}
     assert np.all([r["optimal"] for r in records(tmp_path / "ray").values()])
+
+
+def test_manifest_pins_the_engagement_model_and_keeps_limits_and_gaps(tmp_path, capsys):
+    from mgmatch.core.errors import InvalidInput
+    from mgmatch.core.presets import model_sha256
+    from mgmatch.pipeline.dataset import write_manifest
+
+    root = tmp_path / "pin"
+    label(PRESET, 2, SEED, root, time_limit_s=30, progress=False)
+    label(PRESET, 3, SEED, root, time_limit_s=20, progress=False)  # resumed under another limit
+    m = read_manifest(root)
+    assert m["model"] == PRESET and m["model_sha256"] == model_sha256(PRESET)
+    assert m["time_limits_s"] == [20, 30]
+    recs = records(root)
+    assert [recs[i]["time_limit_s"] for i in range(3)] == [30, 30, 20]
+    assert m["feasible_only"] == sum(not r["optimal"] for r in recs.values())
+    assert m["gap_max"] == pytest.approx(max(r["gap"] for r in recs.values()), abs=1e-6)
+    # the shipped model changed since: resuming would mix two objectives, so it is refused
+    write_manifest(root, {**m, "model_sha256": "0" * 64})
+    with pytest.raises(InvalidInput) as err:
+        label(PRESET, 4, SEED, root, time_limit_s=30, progress=False)
+    assert err.value.field == "preset" and "another" in str(err.value)
+    with pytest.raises(SystemExit) as e:
+        main(["label", "--preset", PRESET, "--count", "4", "--seed", str(SEED), "--out", str(root), "--no-progress"])
+    assert e.value.code == 2
+    err_text = capsys.readouterr().err
+    assert err_text.count("\n") == 1 and "engagement model" in err_text
+    assert sorted(records(root)) == [0, 1, 2]  # nothing labelled, nothing lost
+    # a dataset from before the pin resumes, and is not stamped with a model it may not have used
+    old = {k: v for k, v in m.items() if k != "model_sha256"}
+    write_manifest(root, old)
+    assert label(PRESET, 4, SEED, root, time_limit_s=30, progress=False).labelled == 1
+    assert "model_sha256" not in read_manifest(root)

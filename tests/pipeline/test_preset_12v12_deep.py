@@ -1,0 +1,98 @@
+"""The ``12v12-deep`` preset (the paper's hard regime): its pools, its deeper engagement model, the
+predictors shipped for it (trained on its time-limited labels), and every Table 2 method on one of
+its big pools."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from importlib import resources
+
+import numpy as np
+import pytest
+
+from mgmatch.core.checker import Checker
+from mgmatch.core.presets import PRESETS, generate_with_witness, load_model, model_sha256, resolve_model
+from mgmatch.core.problem import Problem
+from mgmatch.core.solution import team_of_from_teams
+from mgmatch.models.runtime import load_predictor, shipped_names
+
+NAME = "12v12-deep"
+
+
+@pytest.fixture(scope="module")
+def generated():
+    return generate_with_witness(NAME, 20, 7)
+
+
+def test_the_preset_is_the_12v12_game_with_big_pools(generated):
+    p, base = PRESETS[NAME], PRESETS["12v12"]
+    assert (p.teams, p.team_size, p.feature_dim) == (2, 12, 66)
+    assert p.world.slots == base.world.slots and p.world.roles == base.world.roles
+    assert p.pool == (60, 100)
+    sizes = [inst.n for inst, _ in generated]
+    assert min(sizes) >= 60 and max(sizes) <= 100 and max(sizes) >= 90
+    model = load_model(NAME)
+    for inst, witness in generated:
+        assert inst.engagement_model == NAME
+        assert resolve_model(inst)[1] is model
+        assert Checker(inst).violations(witness) == []
+        Problem(inst, model)  # the instance's dims agree with the model
+
+
+def test_the_engagement_model_has_two_hidden_head_layers_of_64_and_its_record():
+    m = load_model(NAME)
+    assert [len(layer.bias) for layer in m.head_layers] == [64, 64, 1]
+    assert (m.teams, m.feature_dim) == (2, 66)
+    t = m.training
+    assert t["command"].startswith(f"mgmatch fit-engagement --preset {NAME} ") and "--head-layers 64,64" in t["command"]
+    assert "--seed " in t["command"] and t["matches"]["train"] >= 50_000
+    assert t["holdout"]["mse"] < 0.3 * t["holdout"]["target_var"]
+    # another model than 12v12's: a different objective for the same players
+    assert model_sha256(NAME) != model_sha256("12v12")
+
+
+def test_the_shipped_engagement_file_is_the_one_its_predictors_were_trained_for():
+    raw = (resources.files("mgmatch.core") / "presets" / f"engagement-{NAME}.json").read_bytes()
+    sha = hashlib.sha256(raw).hexdigest()
+    assert model_sha256(NAME) == sha
+    names = [n for n in shipped_names() if n == NAME or n.startswith(NAME + "-")]
+    assert NAME in names
+    for n in names:
+        tr = load_predictor(n).meta["training"]
+        assert tr["preset"] == NAME and tr["engagement_model"] == NAME
+        assert tr["engagement_sha256"] == sha, f"{n} was trained on labels of another engagement model"
+        labels = tr["labels"]
+        # the labels were solved under a time limit and keep their gaps
+        assert labels["time_limit_s"] > 0 and labels["time_limits_s"] == [labels["time_limit_s"]]
+        assert labels["gap_max"] is not None and labels["gap_max"] >= labels["gap_mean"] >= 0
+        assert labels["done"] >= 200 and labels["model_sha256"] == sha
+
+
+@pytest.fixture(scope="module")
+def big_pool() -> Problem:
+    inst = max((inst for inst, _ in generate_with_witness(NAME, 6, 11)), key=lambda i: i.n)
+    name, model = resolve_model(inst)
+    return Problem(inst, model, model_name=name)
+
+
+@pytest.mark.parametrize("method", ["mgmatch", "bgcn", "surrogate", "scip", "random", "optmatch"])
+def test_every_table2_method_answers_a_big_deep_pool_feasibly_within_budget(big_pool, method):
+    from mgmatch.app.resolve import make_solver
+    from mgmatch.solvers.base import Budget
+
+    if method == "bgcn" and f"{NAME}-bgcn" not in shipped_names():
+        pytest.skip("no BGCN predictor shipped for 12v12-deep")
+    assert big_pool.instance.n >= 90
+    limit = 500.0
+    solver = make_solver(method, big_pool, seed=0)
+    t0 = time.perf_counter()
+    sol = solver.solve(big_pool, Budget.of(limit))
+    wall = (time.perf_counter() - t0) * 1e3
+    assert sol.status in ("feasible", "optimal"), sol.status
+    team_of = team_of_from_teams(big_pool.instance, sol.teams)
+    assert big_pool.checker.violations(team_of) == []
+    assert sol.objective == pytest.approx(big_pool.objective(team_of))
+    # the slack only absorbs preemption on a loaded machine, not a stage run past the deadline
+    assert wall <= limit + max(30.0, 0.5 * limit), f"{method}: {wall:.1f} ms for a {limit} ms budget"
+    assert np.isfinite(sol.objective)
