@@ -29,6 +29,7 @@ from . import metrics
 from .ab import plan_for
 from .config import PoolConfig
 from .engine import Engine, seed_of
+from .instances import instance_object
 from .store import Backfill, Store, Ticket
 
 log = logging.getLogger("mgmatch.backfill")
@@ -41,30 +42,16 @@ RETRY_S = 2.0
 
 def backfill_instance(pool: PoolConfig, b: Backfill, candidates: list[Ticket],
                       now: float) -> tuple[dict[str, Any], dict[str, str]]:
-    """The instance object of one backfill's fill, and candidate player id → ticket id."""
-    team_of = {pid: j for j, team in enumerate(b.teams) for pid in team}
-    players: list[dict[str, Any]] = []
-    for p in b.players:
-        players.append({k: v for k, v in p.items() if k not in ("party", "waited_s")})
-    owner: dict[str, str] = {}
-    parties = False
-    for t in candidates:
-        for p in t.players:
-            q = {k: v for k, v in p.items() if k != "party"}
-            q["waited_s"] = max(0.0, now - t.created_at)
-            if len(t.players) > 1:
-                q["party"] = t.id
-                parties = True
-            players.append(q)
-            owner[p["id"]] = t.id
-    rules = list(pool.rules)
-    if parties and not any(r.get("kind") == "party_together" for r in rules):
-        rules.append({"kind": "party_together"})
-    rules += [{"kind": "linear", "terms": [[pid, j, 1]], "sense": "==", "rhs": 1} for pid, j in team_of.items()]
-    obj: dict[str, Any] = {"teams": pool.teams, "players": players, "rules": rules,
-                           "team_sizes": [len(team) + n for team, n in zip(b.teams, b.open, strict=True)]}
-    if pool.engagement_model:
-        obj["engagement_model"] = pool.engagement_model
+    """The instance object of one backfill's fill, and candidate player id → ticket id: the candidates'
+    pool instance (:func:`~mgmatch.app.instances.instance_object`) with the match's players first,
+    each pinned to its team, and each team's size its players plus its open slots."""
+    obj, owner = instance_object(pool, candidates, now)
+    pinned = [{k: v for k, v in p.items() if k not in ("party", "waited_s")} for p in b.players]
+    obj["players"] = pinned + obj["players"]
+    obj["rules"] += [{"kind": "linear", "terms": [[pid, j, 1]], "sense": "==", "rhs": 1}
+                     for j, team in enumerate(b.teams) for pid in team]
+    obj.pop("team_size", None)
+    obj["team_sizes"] = [len(team) + n for team, n in zip(b.teams, b.open, strict=True)]
     return obj, owner
 
 
