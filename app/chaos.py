@@ -491,70 +491,54 @@ class ChaosRun:
     def _count(self, r: loadgen.Response) -> None:
         self.tally.codes[r.status_code] += 1
 
-    async def _accept(self, i: int) -> None:
-        body, key = self.bodies[i], f"chaos-{self.plan.seed}-{i}"
-        headers = {"content-type": "application/json", "idempotency-key": key}
+    async def _post(self, path: str, body: bytes, headers: dict[str, str], ok: tuple[int, ...],
+                    what: str) -> loadgen.Response | None:
+        """POST until an answer in ``ok`` (returned), retrying a 503/429 after its Retry-After and a dropped
+        connection with backoff; None after another 4xx (kept in ``rejected``, named by ``what``) or when
+        the accept timeout would pass (counted as ``gave_up``)."""
         deadline = time.monotonic() + self.plan.accept_timeout_s
         backoff = 0.05
         while True:
             wait = backoff
             try:
-                r = await self.client.post("/v1/tickets", content=body, headers=headers)
+                r = await self.client.post(path, content=body, headers=headers)
             except loadgen.TransportError as err:
                 self.tally.transport_errors[err.kind] += 1
             else:
                 self._count(r)
-                if r.status_code in (200, 201):
-                    v = r.json()
-                    # polled before it counts (a replayed key may answer with a ticket already matched)
-                    rec = Rec(i, v["id"], self.phase, v["players"], v["created_at"], accepted_t=time.time())
-                    self.recs.append(rec)
-                    self.by_player.update((p, rec) for p in rec.players)
-                    return
+                if r.status_code in ok:
+                    return r
                 if r.status_code in (429, 503):
                     try:
                         wait = min(2.0, max(0.05, float(r.headers.get("retry-after", backoff))))
                     except ValueError:
                         wait = backoff
                 elif r.status_code < 500:
-                    self.tally.rejected.append(f"{r.status_code}: {r.text[:200]}")
-                    return
+                    self.tally.rejected.append(f"{what}{r.status_code}: {r.text[:200]}")
+                    return None
             if time.monotonic() + wait > deadline:
                 self.tally.gave_up += 1
-                return
+                return None
             await asyncio.sleep(wait)
             backoff = min(1.0, backoff * 2)
 
+    async def _accept(self, i: int) -> None:
+        headers = {"content-type": "application/json", "idempotency-key": f"chaos-{self.plan.seed}-{i}"}
+        r = await self._post("/v1/tickets", self.bodies[i], headers, (200, 201), "")
+        if r is not None:
+            v = r.json()
+            # polled before it counts (a replayed key may answer with a ticket already matched)
+            rec = Rec(i, v["id"], self.phase, v["players"], v["created_at"], accepted_t=time.time())
+            self.recs.append(rec)
+            self.by_player.update((p, rec) for p in rec.players)
+
     async def _backfill(self, k: int) -> None:
-        """POST backfill ``k``, retrying a 503/429 after its Retry-After and a dropped connection (a
-        retried backfill may exist twice: the checks key a backfilled match by its backfill id)."""
-        deadline = time.monotonic() + self.plan.accept_timeout_s
-        backoff = 0.05
-        while True:
-            wait = backoff
-            try:
-                r = await self.client.post("/v1/backfills", content=self.bf_bodies[k],
-                                           headers={"content-type": "application/json"})
-            except loadgen.TransportError as err:
-                self.tally.transport_errors[err.kind] += 1
-            else:
-                self._count(r)
-                if r.status_code == 201:
-                    self.bfs.append(BfRec(k, r.json()["id"], self.phase))
-                    return
-                if r.status_code in (429, 503):
-                    try:
-                        wait = min(2.0, max(0.05, float(r.headers.get("retry-after", backoff))))
-                    except ValueError:
-                        wait = backoff
-                elif r.status_code < 500:
-                    self.tally.rejected.append(f"backfill {r.status_code}: {r.text[:200]}")
-                    return
-            if time.monotonic() + wait > deadline:
-                self.tally.gave_up += 1
-                return
-            await asyncio.sleep(wait)
-            backoff = min(1.0, backoff * 2)
+        """POST backfill ``k`` (a retried backfill may exist twice: the checks key a backfilled match by its
+        backfill id)."""
+        r = await self._post("/v1/backfills", self.bf_bodies[k], {"content-type": "application/json"}, (201,),
+                             "backfill ")
+        if r is not None:
+            self.bfs.append(BfRec(k, r.json()["id"], self.phase))
 
     async def _read_backfills(self, phase: int) -> None:
         """Read every backfill of ``phase`` once (after its tickets settled; before the flush for those
