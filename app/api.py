@@ -333,6 +333,7 @@ def create_app(rt: Runtime) -> FastAPI:
         b = service.owned_backfill(b, backfill_id, owner)
         metrics.BACKFILL_EVENTS.labels(b.pool, "cancelled").inc()
         return JSONResponse(backfill_out(b))
+
     @app.post("/v1/matches/{match_id}/result", tags=["matches"], status_code=202, response_model=ResultOut,
               responses=_errors(404, 409, *_V1_ERRORS),
               summary="Report a finished match's engagement (kept for the match log, `mgmatch export-log`).")

@@ -265,6 +265,8 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
             self._fail(context, err)
         metrics.BACKFILL_EVENTS.labels(b.pool, "cancelled").inc()
         return backfill_message(backfill_out(b))
+
+    @_observed
     def PostMatchResult(self, request: pb.MatchResultRequest, context) -> pb.MatchResultAck:
         owner = self._guard(context)
         try:

@@ -98,6 +98,7 @@ class Keys:
         """ZSET of open backfill ids scored by their TTL deadline: what the matchmaker tries to fill
         (soonest to expire first) and what the backfill reaper expires."""
         return f"{self._pool(pool)}:backfills"
+
     def match(self, pool: str, match_id: str) -> str:
         """HASH of one committed match (:class:`~mgmatch.app.store.base.MatchRecord`): record (immutable JSON:
         teams of spec players as at match time, method, arm, model version, objective, owners), time (Redis

@@ -171,6 +171,8 @@ class Backfill:
                         assigned=json.loads(f["assigned"]) if f.get("assigned") else [[] for _ in teams],
                         tickets=json.loads(f["tickets"]) if f.get("tickets") else [],
                         filled_at=float(f["filled_at"]) if f.get("filled_at") else None, owner=d.get("owner"))
+
+
 @dataclass
 class MatchRecord:
     """What the match log needs of one committed match, kept for ``MGMATCH_MATCH_RETENTION_S`` (at most

@@ -230,3 +230,14 @@ def test_deep_rules_over_grpc_are_invalid_argument_never_internal(tmp_path):
     finally:
         server.stop(grace=None)
         rt.stop()
+
+
+def test_every_rpc_is_observed():
+    """Every method of the service is counted and timed, and refuses an undecodable request
+    (``_observed``): a method added without it would answer such a request UNKNOWN."""
+    from mgmatch.app.grpc_server import MatchmakerService
+
+    names = [m.name for m in pb.DESCRIPTOR.services_by_name["Matchmaker"].methods]
+    assert "PostMatchResult" in names and "CreateBackfill" in names
+    unobserved = [n for n in names if not hasattr(getattr(MatchmakerService, n), "__wrapped__")]
+    assert unobserved == []
