@@ -14,6 +14,22 @@ sys.path.insert(0, str(Path(__file__).parent))
 from svc_helpers import REDIS_URL, LiveServer, SpareRedis  # noqa: E402
 
 
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis),
+                        pytest.param("cluster", marks=[pytest.mark.redis, pytest.mark.cluster])])
+def store(request):
+    """A store of each kind: in memory, on the shared Redis and on the session's Redis Cluster (fresh key
+    prefix each)."""
+    from mgmatch.app.store import MemoryStore, RedisStore
+
+    if request.param == "memory":
+        yield MemoryStore()
+        return
+    url, prefix = request.getfixturevalue("cluster_url" if request.param == "cluster" else "redis_url")
+    s = RedisStore.from_url(url, prefix=prefix)
+    yield s
+    s.close()
+
+
 @pytest.fixture
 def live():
     """Factory: live(runtime) → a started server wrapping build_asgi(runtime); stopped after the test."""

@@ -129,3 +129,17 @@ class SpareRedis:
             self.proc.terminate()
             self.proc.wait(20)
             self.proc = None
+
+
+def queued_tickets(store, n, pool="p", ttl=60.0, start=0) -> list[str]:
+    """Queue ``n`` one-player tickets (players u<start>…, one feature each, 1 ms apart); their ids."""
+    from mgmatch.app.store import Ticket, new_ticket_id
+
+    now = time.time()
+    out = []
+    for i in range(start, start + n):
+        t = Ticket(new_ticket_id(pool), pool, [{"id": f"u{i}", "features": [float(i)]}], now + i * 1e-3, now + ttl)
+        stored, created = store.create(t)
+        assert created
+        out.append(stored.id)
+    return out

@@ -7,31 +7,9 @@ import threading
 import time
 
 import pytest
+from svc_helpers import queued_tickets
 
-from mgmatch.app.store import Backfill, Conflict, MatchResult, MemoryStore, RedisStore, Ticket, new_ticket_id
-
-
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis),
-                        pytest.param("cluster", marks=[pytest.mark.redis, pytest.mark.cluster])])
-def store(request):
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    url, prefix = request.getfixturevalue("cluster_url" if request.param == "cluster" else "redis_url")
-    s = RedisStore.from_url(url, prefix=prefix)
-    yield s
-    s.close()
-
-
-def _tickets(store, n, pool="p", ttl=60.0, start=0):
-    now = time.time()
-    out = []
-    for i in range(start, start + n):
-        t = Ticket(new_ticket_id(pool), pool, [{"id": f"u{i}", "features": [float(i)]}], now + i * 1e-3, now + ttl)
-        stored, created = store.create(t)
-        assert created
-        out.append(stored.id)
-    return out
+from mgmatch.app.store import Backfill, Conflict, MatchResult, Ticket, new_ticket_id
 
 
 def _backfill(store, pool="p", ttl=60.0, match_id="m-1", owner=None) -> Backfill:
@@ -61,7 +39,7 @@ def test_create_get_and_cancel(store):
 
 
 def test_fill_matches_tickets_and_fills_the_backfill_atomically(store):
-    ids = _tickets(store, 3)
+    ids = queued_tickets(store, 3)
     b = _backfill(store)
     assert store.fill_backfill("p", b.id, ids[:2], [["u0"], ["u1"]], _results("m-1", b.id, ids[:2]))
     got = store.get_backfill(b.id)
@@ -86,7 +64,7 @@ def test_fill_matches_tickets_and_fills_the_backfill_atomically(store):
 
 
 def test_fill_is_all_or_nothing(store):
-    ids = _tickets(store, 4)
+    ids = queued_tickets(store, 4)
     b = _backfill(store)
     # one ticket proposed for a new match → nothing filled, nothing changed
     assert store.claim("p", ids[1:2], "c1", time.time() + 30)
@@ -106,7 +84,7 @@ def test_fill_is_all_or_nothing(store):
 
 
 def test_expired_backfill_reads_expired_takes_nothing_and_is_reaped(store):
-    ids = _tickets(store, 2)
+    ids = queued_tickets(store, 2)
     b = _backfill(store, ttl=0.2)
     time.sleep(0.3)
     assert store.get_backfill(b.id).status == "expired"
@@ -127,7 +105,7 @@ def test_no_ticket_in_a_backfill_and_a_new_match_at_once(store, rounds):
     won_fill: list[tuple[str, list[str]]] = []
     won_match: list[tuple[str, list[str]]] = []
     for r in range(rounds):
-        ids = _tickets(store, 4, start=4 * r)
+        ids = queued_tickets(store, 4, start=4 * r)
         b1, b2 = _backfill(store, match_id=f"bf{r}a"), _backfill(store, match_id=f"bf{r}b")
         barrier = threading.Barrier(3)
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from svc_helpers import queued_tickets
 
-from mgmatch.app.store import Conflict, MatchResult, MemoryStore, RedisStore, Ticket, new_ticket_id, pool_of
+from mgmatch.app.store import Conflict, MatchResult, RedisStore, Ticket, new_ticket_id, pool_of
 
 
 def pytest_generate_tests(metafunc):
@@ -14,29 +15,6 @@ def pytest_generate_tests(metafunc):
     if "redis_url" in metafunc.fixturenames:
         metafunc.parametrize("redis_url", ["single", pytest.param("cluster", marks=pytest.mark.cluster)],
                              indirect=True)
-
-
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis),
-                        pytest.param("cluster", marks=[pytest.mark.redis, pytest.mark.cluster])])
-def store(request):
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    url, prefix = request.getfixturevalue("cluster_url" if request.param == "cluster" else "redis_url")
-    s = RedisStore.from_url(url, prefix=prefix)
-    yield s
-    s.close()
-
-
-def _tickets(store, n, pool="p", ttl=60.0, start=0):
-    now = time.time()
-    out = []
-    for i in range(start, start + n):
-        t = Ticket(new_ticket_id(pool), pool, [{"id": f"u{i}", "features": [float(i)]}], now + i * 1e-3, now + ttl)
-        stored, created = store.create(t)
-        assert created
-        out.append(stored.id)
-    return out
 
 
 def _result(match_id, ids):
@@ -50,7 +28,7 @@ def test_ticket_ids_carry_their_pool():
 
 
 def test_claim_is_all_or_nothing(store):
-    ids = _tickets(store, 6)
+    ids = queued_tickets(store, 6)
     assert store.claim("p", ids[:4], "m1", time.time() + 30)
     # overlaps a proposed ticket → nothing of the second claim happens
     assert not store.claim("p", ids[3:], "m2", time.time() + 30)
@@ -60,7 +38,7 @@ def test_claim_is_all_or_nothing(store):
 
 
 def test_commit_matches_selected_and_requeues_the_rest_in_fifo_order(store):
-    ids = _tickets(store, 6)
+    ids = queued_tickets(store, 6)
     assert store.claim("p", ids, "m1", time.time() + 30)
     assert store.commit("p", "m1", ids[1:3], ids[:1] + ids[3:], _result("m1-0", ids[1:3]))
     assert [store.get(t).status for t in ids] == ["queued", "matched", "matched", "queued", "queued", "queued"]
@@ -69,7 +47,7 @@ def test_commit_matches_selected_and_requeues_the_rest_in_fifo_order(store):
 
 
 def test_commit_refuses_when_a_selected_ticket_was_cancelled(store):
-    ids = _tickets(store, 4)
+    ids = queued_tickets(store, 4)
     assert store.claim("p", ids, "m1", time.time() + 30)
     assert store.cancel(ids[0]).status == "cancelled"
     assert not store.commit("p", "m1", ids[:2], ids[2:], _result("m1-0", ids[:2]))
@@ -84,7 +62,7 @@ def test_commit_refuses_when_a_selected_ticket_was_cancelled(store):
 
 
 def test_takeover_fences_the_earlier_runner(store):
-    ids = _tickets(store, 6)
+    ids = queued_tickets(store, 6)
     assert store.claim("p", ids, "c1", time.time() + 30)
     # the slow runner commits one match before the takeover: that one stands
     assert store.commit("p", "c1", ids[:2], [], _result("c1-0-a", ids[:2]))
@@ -107,8 +85,8 @@ def test_takeover_fences_the_earlier_runner(store):
 
 
 def test_reaper_expires_and_recovers_expired_leases(store):
-    ids = _tickets(store, 3, ttl=0.3)
-    more = _tickets(store, 2, start=10)
+    ids = queued_tickets(store, 3, ttl=0.3)
+    more = queued_tickets(store, 2, start=10)
     assert store.claim("p", more, "m1", time.time() + 0.2)  # a worker claims, then dies
     time.sleep(0.4)
     expired, released = store.reap("p")
@@ -141,7 +119,7 @@ def test_idempotency_and_one_live_ticket_per_player(store):
 def test_redis_keys_of_a_pool_share_one_hash_tag(redis_url):
     url, prefix = redis_url
     s = RedisStore.from_url(url, prefix=prefix)
-    ids = _tickets(s, 2, pool="12v12")
+    ids = queued_tickets(s, 2, pool="12v12")
     keys = list(s.r.scan_iter(f"{prefix}:*"))
     assert keys and all("{12v12}" in k for k in keys)
     assert s.r.ttl(s.keys.ticket("12v12", ids[0])) > 3600  # TTL + retention
@@ -165,7 +143,7 @@ def _party(store, pids, pool="p", ttl=60.0):
 
 
 def test_queued_ids_are_fifo_and_get_many_reads_in_order(store):
-    ids = _tickets(store, 5)
+    ids = queued_tickets(store, 5)
     assert store.queued_ids("p") == ids
     assert store.queued_ids("p", limit=2) == ids[:2]
     assert store.claim("p", ids[1:3], "m1", time.time() + 30)
@@ -179,7 +157,7 @@ def test_queued_ids_are_fifo_and_get_many_reads_in_order(store):
 
 
 def test_expire_ticket_keeps_its_reason_and_frees_its_players(store):
-    ids = _tickets(store, 3)
+    ids = queued_tickets(store, 3)
     assert store.claim("p", ids, "m1", time.time() + 30)
     assert not store.expire_ticket("p", ids[0], "other", "bad")  # not this claim's ticket
     assert store.expire_ticket("p", ids[0], "m1", "its model changed")
@@ -188,7 +166,7 @@ def test_expire_ticket_keeps_its_reason_and_frees_its_players(store):
     assert not store.expire_ticket("p", ids[0], "m1", "again")  # no longer proposed
     assert store.get(ids[0]).reason == "its model changed"
     # the player may queue again at once; the other tickets are still the claim's
-    _tickets(store, 1, start=0)
+    queued_tickets(store, 1, start=0)
     assert store.release("p", "m1", ids) == 2
     with pytest.raises(Conflict):
         store.cancel(ids[0])
@@ -198,9 +176,9 @@ def test_players_hash_does_not_grow(store):
     """Every way a ticket ends (matched, cancelled, expired early, TTL) frees its players."""
     for rnd in range(3):
         base = rnd * 100
-        ids = _tickets(store, 8, start=base)
+        ids = queued_tickets(store, 8, start=base)
         party = _party(store, [f"party{rnd}a", f"party{rnd}b"])
-        short = _tickets(store, 2, start=base + 50, ttl=0.2)
+        short = queued_tickets(store, 2, start=base + 50, ttl=0.2)
         assert store.player_count("p") == 12
         assert store.claim("p", [*ids[:4], party], "m", time.time() + 30)
         assert store.commit("p", "m", ids[:2] + [party], ids[2:4], _result("m-0", ids[:2] + [party]))
@@ -216,13 +194,13 @@ def test_players_hash_does_not_grow(store):
 
 
 def test_a_player_entry_does_not_free_a_newer_ticket(store):
-    ids = _tickets(store, 1, ttl=0.2)
+    ids = queued_tickets(store, 1, ttl=0.2)
     time.sleep(0.25)  # expired by TTL, not reaped yet: the player may queue again
-    newer = _tickets(store, 1)
+    newer = queued_tickets(store, 1)
     assert store.reap("p")[0] == 1
     assert store.player_count("p") == 1
     with pytest.raises(Conflict):
-        _tickets(store, 1)  # the newer ticket still holds the player
+        queued_tickets(store, 1)  # the newer ticket still holds the player
     assert store.get(ids[0]).status == "expired" and store.get(newer[0]).status == "queued"
 
 
@@ -273,7 +251,7 @@ def test_redis_scripts_are_safe_to_replay(redis_url):
 def test_a_ticket_in_too_many_failed_jobs_ends_expired(redis_url):
     url, prefix = redis_url
     s = RedisStore.from_url(url, prefix=prefix)
-    ids = _tickets(s, 3)
+    ids = queued_tickets(s, 3)
     assert s.claim("p", ids, "c1", time.time() + 30)
     assert s.takeover("p", "c1", "c1.x", ids, time.time() + 30) == 3
     assert s.release_crashed("p", "c1", ids, 2, "crashed") == (3, 0)  # the takeover's tickets count too

@@ -13,21 +13,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from svc_helpers import client, features, service_config
 
 from mgmatch.app.config import PoolConfig
-from mgmatch.app.store import MatchResult, MemoryStore, RedisStore, Ticket, new_ticket_id
+from mgmatch.app.store import MatchResult, Ticket, new_ticket_id
 from mgmatch.app.store.base import THROUGHPUT_WINDOW_S, WaitInputs, rate_of
 from mgmatch.app.waits import diagnose, estimate_wait
-
-
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis),
-                        pytest.param("cluster", marks=[pytest.mark.redis, pytest.mark.cluster])])
-def store(request):
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    url, prefix = request.getfixturevalue("cluster_url" if request.param == "cluster" else "redis_url")
-    s = RedisStore.from_url(url, prefix=prefix)
-    yield s
-    s.close()
 
 
 def _queue(store, n, pool="p", party=1, start=0):
