@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from svc_helpers import REDIS_URL, LiveServer, SpareRedis  # noqa: E402
+from svc_helpers import REDIS_URL, LiveServer, SpareRedis, service_config  # noqa: E402
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis),
@@ -28,6 +28,24 @@ def store(request):
     s = RedisStore.from_url(url, prefix=prefix)
     yield s
     s.close()
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def make_rt(request, tmp_path):
+    """Factory: a runtime over the memory store or a real Redis (fresh key prefix), pool overrides."""
+
+    from mgmatch.app.runtime import Runtime
+    from mgmatch.app.settings import Settings
+
+    def _make(**pool) -> Runtime:
+        cfg = service_config(tmp_path, **pool)
+        if request.param == "memory":
+            return Runtime.build(Settings(config=cfg, store="memory"))
+        url, prefix = request.getfixturevalue("redis_url")
+        return Runtime.build(Settings(config=cfg, store="redis", redis_url=url, key_prefix=prefix,
+                                      embedded_workers=False))
+
+    return _make
 
 
 @pytest.fixture

@@ -12,26 +12,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from svc_helpers import features, service_config  # noqa: E402
+from svc_helpers import features  # noqa: E402
 
 from mgmatch.app.matchmaker import Matchmaker  # noqa: E402
-from mgmatch.app.runtime import Runtime  # noqa: E402
 from mgmatch.app.service import BackfillIn, prepare_backfill, ticket_out  # noqa: E402
-from mgmatch.app.settings import Settings  # noqa: E402
 from mgmatch.app.store import Ticket, new_ticket_id  # noqa: E402
-
-
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
-def make_rt(request, tmp_path):
-    def _make(**pool) -> Runtime:
-        cfg = service_config(tmp_path, **pool)
-        if request.param == "memory":
-            return Runtime.build(Settings(config=cfg, store="memory"))
-        url, prefix = request.getfixturevalue("redis_url")
-        return Runtime.build(Settings(config=cfg, store="redis", redis_url=url, key_prefix=prefix,
-                                      embedded_workers=False))
-
-    return _make
 
 
 def _ticket(rt, ids, k=0, skill=None, pool="small"):

@@ -19,21 +19,6 @@ from mgmatch.app.settings import Settings  # noqa: E402
 from mgmatch.app.store import Ticket, new_ticket_id  # noqa: E402
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
-def make_rt(request, tmp_path):
-    """Factory: a runtime over the memory store or a real Redis (fresh key prefix), pool overrides."""
-
-    def _make(**pool) -> Runtime:
-        cfg = service_config(tmp_path, **pool)
-        if request.param == "memory":
-            return Runtime.build(Settings(config=cfg, store="memory"))
-        url, prefix = request.getfixturevalue("redis_url")
-        return Runtime.build(Settings(config=cfg, store="redis", redis_url=url, key_prefix=prefix,
-                                      embedded_workers=False))
-
-    return _make
-
-
 class CountingStore:
     """The runtime's store, counting the ticket bodies a matchmaker reads."""
 
