@@ -61,6 +61,7 @@ from .mip import ENGAGEMENT_BUILDS, SURROGATE_BUILDS, BuildClock, BuildInterrupt
 from .pas import TR_DELTA, TR_FRACTION, true_search
 from .policy import PATHS, Choice, choose, enumerate_chunk, use_trained_predictor
 from .polish import PolishResult, polish
+from .tabu import tabu_search
 
 #: default wall-clock budget when the caller gives none (the paper's 3v3 online limit)
 DEFAULT_TIME_LIMIT_MS = 100.0
@@ -76,6 +77,9 @@ SURROGATE_MIN_S = 0.005
 POLISH_SHARE = 0.5
 #: share of the time left before the true search kept back to polish what it finds
 FINAL_POLISH_SHARE = 0.08
+#: share of the time left after polishing that tabu search (:mod:`mgmatch.solvers.tabu`) walks on
+#: from the best polished assignment before SCIP searches the engagement MIP from its best
+TABU_SHARE = 0.5
 #: time kept for building the Solution after polishing, seconds
 FINISH_RESERVE_S = 0.002
 #: SCIP checks its time limit between nodes and overshoots it by a few ms: stop it this early
@@ -132,7 +136,8 @@ class MGMatchSolver:
                  default_time_limit_ms: float = DEFAULT_TIME_LIMIT_MS, polish_share: float = POLISH_SHARE,
                  use_polish: bool = True, warm_start: bool = True, search: bool = True,
                  surrogate_share: float = SURROGATE_SHARE, tr_fraction: float = TR_FRACTION,
-                 tr_delta: float = TR_DELTA, policy: str = "auto"):
+                 tr_delta: float = TR_DELTA, policy: str = "auto", tabu_share: float = TABU_SHARE,
+                 seed: int = 0):
         if predictor is None:
             raise InvalidInput("predictor", f"method {name!r} needs a solution predictor "
                                             "(e.g. mgmatch.models.runtime.load_predictor(name)); none was given")
@@ -151,6 +156,10 @@ class MGMatchSolver:
         if policy not in PATHS:
             raise InvalidInput("policy", f"expected one of {', '.join(PATHS)}, got {policy!r}")
         self.policy = policy
+        if not 0.0 <= tabu_share <= 1.0:
+            raise InvalidInput("tabu_share", f"must be within [0, 1], got {tabu_share!r}")
+        self.tabu_share = tabu_share
+        self.seed = seed
         self.last_choice: Choice | None = None
 
     def expected_predict_s(self) -> float | None:
@@ -293,14 +302,33 @@ class MGMatchSolver:
             POLISH_ROUNDS.record(res.measured_round_s, size)
         return res
 
+    def _tabu(self, problem: Problem, best: np.ndarray, best_obj: float, stop: float, pace: float,
+              stats: dict) -> tuple[np.ndarray, float]:
+        """Tabu search from ``best`` until ``stop``; the better of the two (``stats["tabu_*"]``)."""
+        t0 = time.perf_counter()
+        if t0 + pace >= stop:
+            return best, best_obj
+        res = tabu_search(problem, best, stop, seed=self.seed, round_s=pace)
+        stats.update(tabu_ms=round((time.perf_counter() - t0) * 1e3, 3), tabu_iterations=res.iterations,
+                     tabu_restarts=res.restarts, tabu_improved=res.improved)
+        if res.objective > best_obj:
+            return res.team_of, res.objective
+        return best, best_obj
+
     def _polish_only(self, problem: Problem, stop: float, starts: dict, stats: dict, answer) -> Solution:
-        """No time for a MIP: the best start polished until ``stop`` (``no_solution`` without one)."""
+        """No time for a MIP: the best start polished, then tabu-searched, until ``stop``
+        (``no_solution`` without one)."""
         if not starts:
             return answer(None, "no_solution")
         best = max(starts.values(), key=problem.objective)
+        best_obj = problem.objective(best)
         res_p = self._polish(problem, best, stop)
         stats["final_polish_moves"] = res_p.rounds
-        return answer(res_p.team_of if res_p.objective > problem.objective(best) else best, "feasible")
+        if res_p.objective > best_obj:
+            best, best_obj = res_p.team_of, res_p.objective
+        if self.tabu_share > 0:
+            best, best_obj = self._tabu(problem, best, best_obj, stop, res_p.round_s, stats)
+        return answer(best, "feasible")
 
     def _pipeline(self, problem: Problem, budget: Budget, p: np.ndarray, starts: dict, stats: dict,
                   answer) -> Solution:
@@ -375,7 +403,12 @@ class MGMatchSolver:
         if not searching:
             return answer(best, "feasible")
 
-        # Predict-and-Search on the true objective, from the best polished assignment;
+        # tabu search walks on from the local optimum with its share of the time left
+        if self.tabu_share > 0:
+            best, best_obj = self._tabu(problem, best, best_obj,
+                                        min(budget.share(self.tabu_share).deadline(), stop), pace, stats)
+
+        # Predict-and-Search on the true objective, from the best assignment so far;
         # time is kept back to polish what it finds unless it proves the optimum
         t3 = time.perf_counter()
         reserve = max(budget.remaining() * FINAL_POLISH_SHARE, 2 * pace)

@@ -1,0 +1,141 @@
+"""Tabu search on the true engagement objective: feasible, never worse, escapes local optima, on time."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from mgmatch.core.errors import InvalidInput
+from mgmatch.core.problem import Problem
+from mgmatch.core.solution import team_of_from_teams
+from mgmatch.solvers.base import Budget, get_solver
+from mgmatch.solvers.mgmatch import MGMatchSolver
+from mgmatch.solvers.polish import polish
+from mgmatch.solvers.tabu import tabu_search
+
+from .test_mgmatch import FixedPredictor, optimum, problems
+
+
+def random_start(pr: Problem, seed: int) -> np.ndarray | None:
+    sol = get_solver("random", seed=seed, max_samples=200, default_time_limit_ms=10_000).solve(pr, Budget.of(None))
+    return team_of_from_teams(pr.instance, sol.teams) if sol.has_assignment else None
+
+
+def local_optima(pr: Problem, obj_opt: float, seeds: range) -> list[np.ndarray]:
+    """Polished random starts that no single move improves and that are below the optimum."""
+    out = []
+    for seed in seeds:
+        t = random_start(pr, seed)
+        if t is None:
+            continue
+        res = polish(pr, t)
+        if res.local_optimum and res.objective < obj_opt - 1e-6:
+            out.append(res.team_of)
+    return out
+
+
+def test_tabu_walks_out_of_local_optima_that_polishing_cannot_leave():
+    escaped = stuck = 0
+    for pr in problems("3v3", 6, seed=21):
+        _, obj_opt = optimum(pr)
+        for t in local_optima(pr, obj_opt, range(6)):
+            stuck += 1
+            res = tabu_search(pr, t, time.perf_counter() + 5.0, seed=0, max_iterations=150)
+            assert pr.checker.feasible(res.team_of[None])[0]
+            assert res.objective == pytest.approx(pr.objective(res.team_of))
+            assert res.objective <= obj_opt + 1e-9
+            if res.objective > pr.objective(t) + 1e-6:
+                escaped += 1
+                assert res.improved
+    assert stuck >= 5, "the fixture should give local optima to escape from"
+    # tabu search accepts worsening moves, so it leaves (nearly) every local optimum polishing stops at
+    assert escaped >= 0.8 * stuck
+
+
+def test_tabu_never_returns_worse_than_its_start_and_stays_feasible():
+    for pr in problems("12v12", 2, seed=4):
+        t = random_start(pr, 1)
+        assert t is not None
+        res = tabu_search(pr, t, time.perf_counter() + 5.0, seed=3, max_iterations=40)
+        assert pr.checker.feasible(res.team_of[None])[0]
+        assert res.objective >= pr.objective(t) - 1e-12
+        assert 0 < res.iterations <= 40
+
+
+def test_tabu_is_seeded_and_deterministic():
+    pr = problems("12v12", 1, seed=5)[0]
+    t = random_start(pr, 2)
+    a = tabu_search(pr, t, time.perf_counter() + 10.0, seed=7, max_iterations=30)
+    b = tabu_search(pr, t, time.perf_counter() + 10.0, seed=7, max_iterations=30)
+    np.testing.assert_array_equal(a.team_of, b.team_of)
+    assert a.objective == b.objective and a.iterations == b.iterations
+
+
+def test_tabu_respects_its_deadline():
+    pr = problems("12v12", 1, seed=4)[0]
+    t = random_start(pr, 0)
+    res = tabu_search(pr, t, time.perf_counter())  # already past: the start, untouched
+    np.testing.assert_array_equal(res.team_of, t)
+    assert res.iterations == 0 and not res.improved
+    # at a measured pace of 1 s per iteration, a 0.2 s window starts none
+    res = tabu_search(pr, t, time.perf_counter() + 0.2, round_s=1.0)
+    assert res.iterations == 0
+    t0 = time.perf_counter()
+    tabu_search(pr, t, t0 + 0.03)
+    assert time.perf_counter() - t0 < 0.03 + 0.05  # one iteration at most past the window (loaded CI)
+
+
+def test_mgmatch_pipeline_runs_tabu_after_polishing_and_reports_it():
+    pr = problems("3v3", 4, seed=21)[2]
+    _, obj_opt = optimum(pr)
+    stuck = local_optima(pr, obj_opt, range(10))[0]
+    pred = FixedPredictor(stuck)
+    # search=False: polish only, stuck below the optimum
+    plain = MGMatchSolver(pred, search=False, policy="pipeline").solve(pr, Budget.of(3000))
+    assert plain.objective < obj_opt - 1e-6
+    sol = MGMatchSolver(pred, policy="pipeline", tabu_share=1.0).solve(pr, Budget.of(3000))
+    assert sol.stats["tabu_iterations"] > 0
+    assert sol.objective >= plain.objective - 1e-12
+    off = MGMatchSolver(pred, policy="pipeline", tabu_share=0.0).solve(pr, Budget.of(3000))
+    assert "tabu_iterations" not in off.stats
+    with pytest.raises(InvalidInput):
+        MGMatchSolver(pred, tabu_share=1.5)
+
+
+def broken_near(pr: Problem, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``t`` with random swaps (a selected and any other player trade places) until it breaks a rule."""
+    t = t.copy()
+    for _ in range(50):
+        i = rng.choice(np.flatnonzero(t >= 0))
+        k = rng.choice(np.flatnonzero(t != t[i]))
+        t[i], t[k] = t[k], t[i]
+        if not pr.checker.feasible(t[None])[0]:
+            return t
+    raise AssertionError("no rule-breaking neighbour found")
+
+
+def test_tabu_walks_a_rule_breaking_start_to_a_feasible_assignment():
+    # a prediction rounded near a feasible assignment breaks a few rules; the penalty walks it back
+    for k, pr in enumerate(problems("12v12", 3, seed=6)):
+        t = broken_near(pr, random_start(pr, k), np.random.default_rng(k))
+        res = tabu_search(pr, t, time.perf_counter() + 5.0, seed=0, max_iterations=300)
+        assert res.team_of is not None and res.improved
+        assert pr.checker.feasible(res.team_of[None])[0]
+        assert res.objective == pytest.approx(pr.objective(res.team_of))
+
+
+def test_tabu_on_unsatisfiable_rules_answers_nothing():
+    from mgmatch.core.instance import parse_instance
+
+    pr = problems("3v3", 1, seed=21)[0]
+    obj = pr.instance.to_json()
+    pid = obj["players"][0]["id"]
+    # the same player both must and must not be on team 0
+    obj["rules"] = obj["rules"] + [{"kind": "linear", "terms": [[pid, 0, 1.0]], "sense": "==", "rhs": 1},
+                                   {"kind": "linear", "terms": [[pid, 0, 1.0]], "sense": "==", "rhs": 0}]
+    bad = Problem(parse_instance(obj), pr.model, model_name=pr.model_name)
+    t = random_start(pr, 0)
+    res = tabu_search(bad, t, time.perf_counter() + 5.0, max_iterations=60)
+    assert res.team_of is None and res.objective is None and not res.improved
