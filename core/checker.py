@@ -138,7 +138,27 @@ class Checker:
         return np.logical_or.reduce(vals)
 
     def _accepts(self, role: str) -> np.ndarray:
-        return np.asarray([role in (p.roles or ()) for p in self.inst.players])
+        """bool [N]: which players accept ``role`` (computed once per role)."""
+        cache = self.__dict__.setdefault("_accepts_cache", {})
+        if role not in cache:
+            cache[role] = np.asarray([role in (p.roles or ()) for p in self.inst.players], dtype=bool)
+        return cache[role]
+
+    def _hall(self, rule: RolesRule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Hall's condition for a roles rule as matrices (computed once per rule): ``can`` [N, S]
+        (player accepts a role of subset S, float32), ``need`` [S] (slots of S), ``none`` [N]
+        (accepts no slot role, float32), over every non-empty subset S of the slot roles."""
+        cache = self.__dict__.setdefault("_hall_cache", {})
+        key = id(rule)
+        if key not in cache:
+            roles = [r for r, c in rule.slots.items() if c > 0]
+            acc = (np.stack([self._accepts(r) for r in roles], axis=1) if roles
+                   else np.zeros((self.N, 0), dtype=bool))  # [N, R]
+            subsets = [S for size in range(1, len(roles) + 1) for S in combinations(range(len(roles)), size)]
+            can = np.stack([acc[:, list(S)].any(1) for S in subsets], axis=1) if subsets else np.zeros((self.N, 0))
+            need = np.asarray([sum(rule.slots[roles[s]] for s in S) for S in subsets], dtype=np.float32)
+            cache[key] = (rule, can.astype(np.float32), need, (~acc.any(1)).astype(np.float32))
+        return cache[key][1:]
 
     def _rule(self, rule, T: np.ndarray) -> np.ndarray:
         sel = T >= 0
@@ -147,20 +167,14 @@ class Checker:
         if isinstance(rule, IfRule):
             return ~self._cond(rule.when, T) | self._linear(rule.then, T)
         if isinstance(rule, RolesRule):
-            roles = [r for r, c in rule.slots.items() if c > 0]
-            acc = np.stack([self._accepts(r) for r in roles], axis=1)  # [N, R]
-            ok = np.ones(T.shape[0], dtype=bool)
             # Hall's condition: a team whose size equals the slot total can fill every slot iff
-            # every set S of roles has at least Σ_{r∈S} count_r members accepting a role of S.
+            # every set S of roles has at least Σ_{r∈S} count_r members accepting a role of S;
+            # members accepting none of the slot roles can fill nothing. One product per team.
+            can, need, none = self._hall(rule)
+            ok = np.ones(T.shape[0], dtype=bool)
             for j in range(self.D):
-                member = T == j
-                for size in range(1, len(roles) + 1):
-                    for S in combinations(range(len(roles)), size):
-                        need = sum(rule.slots[roles[s]] for s in S)
-                        can = acc[:, list(S)].any(1)
-                        ok &= (member & can).sum(1) >= need
-                # members accepting none of the slot roles can fill nothing
-                ok &= ~(member & ~acc.any(1)).any(1)
+                member = (T == j).astype(np.float32)
+                ok &= (member @ can >= need - 0.5).all(1) & (member @ none < 0.5)
             return ok
         if isinstance(rule, RoleMinRule):
             acc = self._accepts(rule.role)

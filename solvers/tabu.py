@@ -40,12 +40,42 @@ from .polish import MIN_GAIN, candidate_moves
 
 #: tabu tenure: a moved player stays tabu for a random number of iterations in this range
 TENURE = (4, 8)
+#: rotations scored per iteration at most (a seeded random subset beyond: a 12v12 pool of 100
+#: candidates has ~22 000)
+ROTATIONS_MAX = 1500
 #: iterations without a new best before the walk restarts from the best
 RESTART_AFTER = 25
 #: after this many iterations in a row at infeasible (feasible) states, the penalty per broken
 #: rule is multiplied (divided) by PENALTY_STEP
 STREAK = 3
 PENALTY_STEP = 1.5
+
+
+def rotation_moves(team_of: np.ndarray, limit: int | None = None,
+                   rng: np.random.Generator | None = None) -> np.ndarray:
+    """Three-player rotations [M, N]: a benched player k takes selected player i's slot, i takes the
+    slot of a player q on another team, and q goes to the bench. Under role slots and skill bounds
+    these reach assignments that no single swap reaches feasibly. With ``limit``, a random subset
+    of at most that many (drawn with ``rng``)."""
+    t = np.asarray(team_of)
+    bench = np.flatnonzero(t < 0)
+    sel = np.flatnonzero(t >= 0)
+    if not bench.size or not sel.size:
+        return np.empty((0, t.size), dtype=t.dtype)
+    a, b = np.meshgrid(sel, sel, indexing="ij")
+    keep = t[a] != t[b]
+    i, q = a[keep], b[keep]  # i and q on different teams
+    k = np.repeat(bench, i.size)
+    i, q = np.tile(i, bench.size), np.tile(q, bench.size)
+    if limit is not None and k.size > limit:
+        pick = (rng or np.random.default_rng(0)).choice(k.size, size=limit, replace=False)
+        k, i, q = k[pick], i[pick], q[pick]
+    m = np.repeat(t[None, :], k.size, axis=0)
+    r = np.arange(k.size)
+    m[r, k] = t[i]
+    m[r, i] = t[q]
+    m[r, q] = -1
+    return m
 
 
 @dataclass
@@ -60,7 +90,7 @@ class TabuResult:
 
 def tabu_search(problem: Problem, start: np.ndarray, deadline: float, *, seed: int = 0,
                 tenure: tuple[int, int] = TENURE, restart_after: int = RESTART_AFTER,
-                round_s: float = 0.0, max_iterations: int | None = None) -> TabuResult:
+                round_s: float = 0.0, max_iterations: int | None = None, rotations: bool = True) -> TabuResult:
     """Walk from the assignment ``start`` until ``deadline`` (a ``perf_counter()`` instant).
 
     Args:
@@ -92,6 +122,8 @@ def tabu_search(problem: Problem, start: np.ndarray, deadline: float, *, seed: i
             break
         it += 1
         cand = candidate_moves(cur, units)
+        if rotations:
+            cand = np.concatenate([cand, rotation_moves(cur, ROTATIONS_MAX, rng)], axis=0)
         if cand.shape[0] == 0:
             break
         vals = problem.objectives(cand)
