@@ -27,6 +27,11 @@ Pipeline inside one wall-clock budget (default 100 ms, INCLUDING encoding and in
 4. **Polish** (:mod:`mgmatch.solvers.polish`): best-improvement swaps on the true engagement
    objective, feasibility kept by the checker. The starts (rounding, SCIP's solution pool) are
    polished best first for at most :data:`POLISH_SHARE` of the time left.
+   Then **tabu search** (:mod:`mgmatch.solvers.tabu`) walks on from the best polished
+   assignment, through worse and rule-breaking neighbours (penalized), with three-player rotations
+   added to the moves, for :data:`TABU_SHARE` of the time left — when the runtime predictor says
+   SCIP's search is unlikely to improve in time (:data:`TABU_SCIP_RATIO`; ``tabu_share`` sets the
+   share instead). Without time for any MIP, polish and tabu search get all of it.
 5. **Search the true MIP** (:mod:`mgmatch.solvers.pas`, Predict-and-Search): the surrogate model
    becomes the tight big-M engagement MIP (no second build), warm-started with the best polished
    assignment and cut off at its value, and SCIP searches it with the rest of the budget
@@ -41,7 +46,7 @@ The answer is always checker-feasible; when nothing feasible was found in time t
 ``no_solution`` (never a rule-breaking assignment). ``status`` is ``optimal`` when the true
 search finished the whole engagement MIP (``stats["search_proven_optimal"]``; bound = objective),
 ``infeasible`` when SCIP proved the rules unsatisfiable, else ``feasible``. ``stats`` also records where the time went (``predict_ms``,
-``surrogate_ms``, ``polish_ms``, ``search_build_ms``, ``search_ms``, ``search_total_ms``).
+``surrogate_ms``, ``polish_ms``, ``tabu_ms``, ``search_build_ms``, ``search_ms``, ``search_total_ms``).
 """
 
 from __future__ import annotations
@@ -78,8 +83,23 @@ POLISH_SHARE = 0.5
 #: share of the time left before the true search kept back to polish what it finds
 FINAL_POLISH_SHARE = 0.08
 #: share of the time left after polishing that tabu search (:mod:`mgmatch.solvers.tabu`) walks on
-#: from the best polished assignment before SCIP searches the engagement MIP from its best
+#: from the best polished assignment before SCIP searches the engagement MIP from its best ...
 TABU_SHARE = 0.5
+#: ... when the runtime predictor's estimate of an exact SCIP solve is more than this many times the
+#: time left (SCIP's search then rarely improves in time). Measured quiet, 20 pools each
+#: (``mgmatch bench quality``'s pools, seed 1000003; the 5v5 example's held-out pools):
+#: 5v5 at 50 ms 4.39% without tabu, 2.81% with 0.5 of the time; 12v12 at 20 ms 4.75% → 4.12%,
+#: at 50 ms 0.66% → 0.65%, but at 100 ms, where SCIP often proves the optimum, 0.13% → 0.22%
+TABU_SCIP_RATIO = 3.0
+#: ... or when SCIP's search of the engagement MIP improved or proved the answer in fewer than this
+#: share of the last solves of the same engagement model at the same budget (at least
+#: SEARCH_MIN_SEEN of them, SEARCH_KEEP kept): the estimate knows only N and the slots, and a game's
+#: own model can be much harder (5v5 example: estimated 97 ms, measured 425 ms at N = 30)
+SEARCH_HIT_RATE = 0.25
+SEARCH_MIN_SEEN = 4
+SEARCH_KEEP = 16
+#: whether each of the last searches (by engagement model and budget) improved or proved
+_SEARCH_HITS: dict[tuple, list[bool]] = {}
 #: time kept for building the Solution after polishing, seconds
 FINISH_RESERVE_S = 0.002
 #: SCIP checks its time limit between nodes and overshoots it by a few ms: stop it this early
@@ -136,7 +156,7 @@ class MGMatchSolver:
                  default_time_limit_ms: float = DEFAULT_TIME_LIMIT_MS, polish_share: float = POLISH_SHARE,
                  use_polish: bool = True, warm_start: bool = True, search: bool = True,
                  surrogate_share: float = SURROGATE_SHARE, tr_fraction: float = TR_FRACTION,
-                 tr_delta: float = TR_DELTA, policy: str = "auto", tabu_share: float = TABU_SHARE,
+                 tr_delta: float = TR_DELTA, policy: str = "auto", tabu_share: float | None = None,
                  seed: int = 0):
         if predictor is None:
             raise InvalidInput("predictor", f"method {name!r} needs a solution predictor "
@@ -156,8 +176,8 @@ class MGMatchSolver:
         if policy not in PATHS:
             raise InvalidInput("policy", f"expected one of {', '.join(PATHS)}, got {policy!r}")
         self.policy = policy
-        if not 0.0 <= tabu_share <= 1.0:
-            raise InvalidInput("tabu_share", f"must be within [0, 1], got {tabu_share!r}")
+        if tabu_share is not None and not 0.0 <= tabu_share <= 1.0:
+            raise InvalidInput("tabu_share", f"must be within [0, 1] (or None: the measured rule), got {tabu_share!r}")
         self.tabu_share = tabu_share
         self.seed = seed
         self.last_choice: Choice | None = None
@@ -302,6 +322,21 @@ class MGMatchSolver:
             POLISH_ROUNDS.record(res.measured_round_s, size)
         return res
 
+    def _tabu_share(self, left_s: float | None, key: tuple | None = None) -> float:
+        """The tabu stage's share of the time left: the given one, or by the measured rule
+        (:data:`TABU_SCIP_RATIO`) from the policy's SCIP estimate, or from how often SCIP's search
+        helped lately (:data:`SEARCH_HIT_RATE`, ``key`` from :func:`_search_key`); ``left_s`` None:
+        no SCIP search follows, tabu search may take all the time."""
+        if self.tabu_share is not None:
+            return self.tabu_share
+        if left_s is None:
+            return 1.0
+        hits = _SEARCH_HITS.get(key)
+        if hits is not None and len(hits) >= SEARCH_MIN_SEEN and sum(hits) < SEARCH_HIT_RATE * len(hits):
+            return TABU_SHARE
+        est = self.last_choice.scip_estimate_s if self.last_choice is not None else 0.0
+        return TABU_SHARE if est > TABU_SCIP_RATIO * left_s else 0.0
+
     def _tabu(self, problem: Problem, best: np.ndarray, best_obj: float, stop: float, pace: float,
               stats: dict) -> tuple[np.ndarray, float]:
         """Tabu search from ``best`` until ``stop``; the better of the two (``stats["tabu_*"]``)."""
@@ -326,7 +361,7 @@ class MGMatchSolver:
         stats["final_polish_moves"] = res_p.rounds
         if res_p.objective > best_obj:
             best, best_obj = res_p.team_of, res_p.objective
-        if self.tabu_share > 0:
+        if self._tabu_share(None) > 0:
             best, best_obj = self._tabu(problem, best, best_obj, stop, res_p.round_s, stats)
         return answer(best, "feasible")
 
@@ -404,9 +439,10 @@ class MGMatchSolver:
             return answer(best, "feasible")
 
         # tabu search walks on from the local optimum with its share of the time left
-        if self.tabu_share > 0:
+        share = self._tabu_share(budget.remaining(), _search_key(problem, budget))
+        if share > 0:
             best, best_obj = self._tabu(problem, best, best_obj,
-                                        min(budget.share(self.tabu_share).deadline(), stop), pace, stats)
+                                        min(budget.share(share).deadline(), stop), pace, stats)
 
         # Predict-and-Search on the true objective, from the best assignment so far;
         # time is kept back to polish what it finds unless it proves the optimum
@@ -422,10 +458,22 @@ class MGMatchSolver:
                 stats["final_polish_moves"] = res_p.rounds
                 if res_p.objective > best_obj:
                     best, best_obj = res_p.team_of, res_p.objective
+        _record_search(problem, budget, found.proven_optimal or found.team_of is not None)
         stats["search_total_ms"] = round((time.perf_counter() - t3) * 1e3, 3)
         # SCIP finished the whole engagement MIP: its answer, or (nothing better under the objective
         # limit) the polished incumbent, is the optimum — same proof as the exact solver's
         return answer(best, "optimal" if found.proven_optimal else "feasible")
+
+
+def _search_key(problem: Problem, budget: Budget) -> tuple:
+    """Searches are compared per engagement model and budget (a pool's are fixed in the service)."""
+    model = problem.model_name or f"id:{id(problem.model)}"
+    return (model, None if budget.time_limit_ms is None else round(budget.time_limit_ms))
+
+
+def _record_search(problem: Problem, budget: Budget, hit: bool) -> None:
+    key = _search_key(problem, budget)
+    _SEARCH_HITS[key] = _SEARCH_HITS.get(key, [])[-(SEARCH_KEEP - 1):] + [hit]
 
 
 def _read(mip: MipModel, sol) -> np.ndarray:
