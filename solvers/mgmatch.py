@@ -98,6 +98,14 @@ TABU_SCIP_RATIO = 3.0
 SEARCH_HIT_RATE = 0.25
 SEARCH_MIN_SEEN = 4
 SEARCH_KEEP = 16
+#: the search is skipped (tabu search takes its time) when the slowest of the last
+#: SEARCH_BUILDS_KEEP builds of the engagement objective for this model took more than this share
+#: of the time left for it: a 12v12-deep head (64-64) took 9–27 ms to add, and at 100 ms the build
+#: was abandoned on 3 of 4 slow pools, its time lost
+SEARCH_BUILD_SHARE = 0.5
+SEARCH_BUILDS_KEEP = 8
+#: seconds of the last builds of the engagement objective in the search, by engagement model
+_SEARCH_BUILDS: dict[str, list[float]] = {}
 #: whether each of the last searches (by engagement model and budget) improved or proved
 _SEARCH_HITS: dict[tuple, list[bool]] = {}
 #: time kept for building the Solution after polishing, seconds
@@ -445,9 +453,19 @@ class MGMatchSolver:
                                         min(budget.share(share).deadline(), stop), pace, stats)
 
         # Predict-and-Search on the true objective, from the best assignment so far;
-        # time is kept back to polish what it finds unless it proves the optimum
+        # time is kept back to polish what it finds unless it proves the optimum. When building
+        # the engagement objective would take most of what is left (its measured builds for this
+        # model), tabu search goes on with the time instead
         t3 = time.perf_counter()
         reserve = max(budget.remaining() * FINAL_POLISH_SHARE, 2 * pace)
+        key = _search_key(problem, budget)
+        builds = _SEARCH_BUILDS.get(key[0])
+        if builds and max(builds) > SEARCH_BUILD_SHARE * (stop - reserve - t3):
+            stats["search_skipped"] = "build_too_slow"
+            builds.pop(0)  # forget the oldest, so a build slowed by a busy moment is measured again
+            if self.tabu_share is None or self.tabu_share > 0:
+                best, best_obj = self._tabu(problem, best, best_obj, stop, pace, stats)
+            return answer(best, "feasible")
         found = true_search(problem, mip, p, best, best_obj, stop=stop - reserve,
                             fraction=self.tr_fraction, delta=self.tr_delta, margin_s=SCIP_MARGIN_S)
         stats.update(found.stats)
@@ -459,6 +477,9 @@ class MGMatchSolver:
                 if res_p.objective > best_obj:
                     best, best_obj = res_p.team_of, res_p.objective
         _record_search(problem, budget, found.proven_optimal or found.team_of is not None)
+        if "search_build_ms" in found.stats:
+            _SEARCH_BUILDS[key[0]] = _SEARCH_BUILDS.get(key[0], [])[-(SEARCH_BUILDS_KEEP - 1):] + \
+                [found.stats["search_build_ms"] / 1e3]
         stats["search_total_ms"] = round((time.perf_counter() - t3) * 1e3, 3)
         # SCIP finished the whole engagement MIP: its answer, or (nothing better under the objective
         # limit) the polished incumbent, is the optimum — same proof as the exact solver's

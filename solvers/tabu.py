@@ -52,6 +52,9 @@ RESTART_AFTER = 25
 #: rule is multiplied (divided) by PENALTY_STEP
 STREAK = 3
 PENALTY_STEP = 1.5
+#: the penalty grows to at most this many times its start (then breaking any rule costs more than
+#: any objective difference; beyond, it would only overflow)
+PENALTY_MAX = 1e6
 #: measured iterations (seconds per candidate cell, candidates × players), shared by the process:
 #: no iteration is started whose expected time would end past the deadline (a 12v12 pool of 50
 #: scores ~2 000 candidates per iteration, a 5v5 pool of 30 ~1 000)
@@ -144,7 +147,7 @@ def tabu_search(problem: Problem, start: np.ndarray, deadline: float, *, seed: i
     best, best_obj = (cur.copy(), start_obj) if start_ok else (None, -np.inf)
     units = [np.asarray(m, dtype=np.int64) for m in parties(problem.instance).values()]
     until = np.zeros(cur.size, dtype=np.int64)  # player i is tabu while the iteration < until[i]
-    penalty = None  # objective units per broken rule (adaptive; set from the first neighbourhood)
+    penalty = penalty0 = None  # objective units per broken rule (adaptive; set from the first neighbourhood)
     streak = 0      # > 0: iterations in a row at feasible states, < 0: at infeasible ones
     pace = round_s
     it = since_best = restarts = 0
@@ -164,7 +167,7 @@ def tabu_search(problem: Problem, start: np.ndarray, deadline: float, *, seed: i
         finite = np.isfinite(vals)
         if penalty is None:
             spread = float(np.ptp(vals[finite])) if finite.any() else 0.0
-            penalty = max(spread, 1e-3 * max(1.0, abs(start_obj)))
+            penalty = penalty0 = max(spread, 1e-3 * max(1.0, abs(start_obj)))
         moved = cand != cur
         tabu = (moved & (until > it)[None, :]).any(1)
         # tabu moves count only when they would beat the best (aspiration, feasible ones only)
@@ -192,7 +195,7 @@ def tabu_search(problem: Problem, start: np.ndarray, deadline: float, *, seed: i
             streak = min(streak, 0) - 1
         # strategic oscillation: rules broken for a while cost more, kept for a while cost less
         if streak <= -STREAK:
-            penalty *= PENALTY_STEP
+            penalty = min(penalty * PENALTY_STEP, penalty0 * PENALTY_MAX)
         elif streak >= STREAK:
             penalty /= PENALTY_STEP
         if since_best >= restart_after and best is not None:

@@ -139,3 +139,34 @@ def test_tabu_on_unsatisfiable_rules_answers_nothing():
     t = random_start(pr, 0)
     res = tabu_search(bad, t, time.perf_counter() + 5.0, max_iterations=60)
     assert res.team_of is None and res.objective is None and not res.improved
+
+
+def test_tabu_runs_before_the_search_when_scip_search_has_not_been_paying(monkeypatch):
+    import mgmatch.solvers.mgmatch as mg
+
+    pr = problems("12v12", 1, seed=4)[0]
+    budget_ms = 3000.0  # generous: the runtime estimate alone would never pick tabu here
+    key = mg._search_key(pr, Budget.of(budget_ms))
+    monkeypatch.setattr(mg, "_SEARCH_HITS", {})
+    monkeypatch.setattr(mg, "_SEARCH_BUILDS", {})
+    plain = MGMatchSolver(FixedPredictor(random_start(pr, 0)), policy="pipeline")
+    sol = plain.solve(pr, Budget.of(budget_ms))
+    assert "tabu_iterations" not in sol.stats and sol.has_assignment
+    assert mg._SEARCH_HITS[key]  # the search's outcome was recorded for this model and budget
+    # SCIP's search found nothing better in the last solves of this model at this budget
+    mg._SEARCH_HITS[key] = [False] * mg.SEARCH_MIN_SEEN
+    sol = MGMatchSolver(FixedPredictor(random_start(pr, 0)), policy="pipeline").solve(pr, Budget.of(budget_ms))
+    assert sol.stats["tabu_iterations"] > 0 and "search_ms" in sol.stats  # tabu first, then the search
+    assert pr.checker.feasible(team_of_from_teams(pr.instance, sol.teams)[None])[0]
+
+
+def test_the_search_is_skipped_for_tabu_when_its_build_would_not_fit(monkeypatch):
+    import mgmatch.solvers.mgmatch as mg
+
+    pr = problems("12v12", 1, seed=4)[0]
+    monkeypatch.setattr(mg, "_SEARCH_HITS", {})
+    monkeypatch.setattr(mg, "_SEARCH_BUILDS", {mg._search_key(pr, Budget.of(300))[0]: [5.0, 0.01]})
+    sol = MGMatchSolver(FixedPredictor(random_start(pr, 0)), policy="pipeline").solve(pr, Budget.of(300))
+    assert sol.stats["search_skipped"] == "build_too_slow" and "search_ms" not in sol.stats
+    assert sol.stats["tabu_iterations"] > 0 and sol.has_assignment
+    assert mg._SEARCH_BUILDS[mg._search_key(pr, Budget.of(300))[0]] == [0.01]  # the oldest is forgotten
