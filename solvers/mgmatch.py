@@ -104,6 +104,10 @@ SEARCH_KEEP = 16
 #: was abandoned on 3 of 4 slow pools, its time lost
 SEARCH_BUILD_SHARE = 0.5
 SEARCH_BUILDS_KEEP = 8
+#: while the search is not paying, one solve in this many still runs it (after tabu search)
+SEARCH_PROBE_EVERY = 4
+#: solves per (engagement model, budget) since the search stopped paying
+_SEARCH_SKIPS: dict[tuple, int] = {}
 #: seconds of the last builds of the engagement objective in the search, by engagement model
 _SEARCH_BUILDS: dict[str, list[float]] = {}
 #: whether each of the last searches (by engagement model and budget) improved or proved
@@ -341,7 +345,10 @@ class MGMatchSolver:
             return 1.0
         hits = _SEARCH_HITS.get(key)
         if hits is not None and len(hits) >= SEARCH_MIN_SEEN and sum(hits) < SEARCH_HIT_RATE * len(hits):
-            return TABU_SHARE
+            # SCIP's search has not been paying: tabu search takes all the time, except that every
+            # SEARCH_PROBE_EVERY-th solve still searches (after tabu), to notice when it pays again
+            _SEARCH_SKIPS[key] = _SEARCH_SKIPS.get(key, 0) + 1
+            return TABU_SHARE if _SEARCH_SKIPS[key] % SEARCH_PROBE_EVERY == 0 else 1.0
         est = self.last_choice.scip_estimate_s if self.last_choice is not None else 0.0
         return TABU_SHARE if est > TABU_SCIP_RATIO * left_s else 0.0
 
@@ -451,6 +458,9 @@ class MGMatchSolver:
         if share > 0:
             best, best_obj = self._tabu(problem, best, best_obj,
                                         min(budget.share(share).deadline(), stop), pace, stats)
+        if share >= 1.0 and self.tabu_share is None:
+            stats["search_skipped"] = "not_paying"
+            return answer(best, "feasible")
 
         # Predict-and-Search on the true objective, from the best assignment so far;
         # time is kept back to polish what it finds unless it proves the optimum. When building

@@ -153,11 +153,17 @@ def test_tabu_runs_before_the_search_when_scip_search_has_not_been_paying(monkey
     sol = plain.solve(pr, Budget.of(budget_ms))
     assert "tabu_iterations" not in sol.stats and sol.has_assignment
     assert mg._SEARCH_HITS[key]  # the search's outcome was recorded for this model and budget
-    # SCIP's search found nothing better in the last solves of this model at this budget
-    mg._SEARCH_HITS[key] = [False] * mg.SEARCH_MIN_SEEN
-    sol = MGMatchSolver(FixedPredictor(random_start(pr, 0)), policy="pipeline").solve(pr, Budget.of(budget_ms))
-    assert sol.stats["tabu_iterations"] > 0 and "search_ms" in sol.stats  # tabu first, then the search
-    assert pr.checker.feasible(team_of_from_teams(pr.instance, sol.teams)[None])[0]
+    # SCIP's search found nothing better in the last solves of this model at this budget: tabu
+    # search takes the time, and one solve in SEARCH_PROBE_EVERY still searches after it
+    mg._SEARCH_HITS[mg._search_key(pr, Budget.of(300))] = [False] * mg.SEARCH_MIN_SEEN
+    monkeypatch.setattr(mg, "_SEARCH_SKIPS", {})
+    searched = []
+    for _ in range(mg.SEARCH_PROBE_EVERY):
+        sol = MGMatchSolver(FixedPredictor(random_start(pr, 0)), policy="pipeline").solve(pr, Budget.of(300))
+        assert sol.stats["tabu_iterations"] > 0
+        assert pr.checker.feasible(team_of_from_teams(pr.instance, sol.teams)[None])[0]
+        searched.append("search_ms" in sol.stats)
+    assert searched == [False] * (mg.SEARCH_PROBE_EVERY - 1) + [True]
 
 
 def test_the_search_is_skipped_for_tabu_when_its_build_would_not_fit(monkeypatch):
