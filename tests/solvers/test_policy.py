@@ -273,6 +273,25 @@ def test_a_build_measured_too_slow_for_the_time_left_is_not_started(monkeypatch,
     assert sol.status == "feasible" and sol.objective == pytest.approx(pr.objective(best), rel=1e-9)
 
 
+def test_a_surrogate_build_measured_too_slow_is_skipped_only_when_there_is_an_answer_to_polish(fresh_build_clocks):
+    _, sur = fresh_build_clocks
+    pr, = problems("12v12", 1)
+    best = optimum(pr)
+    sur.record(0.5, BuildClock.size(pr.compiled))  # a build of this size took 500 ms
+    # a feasible start (the rounded prediction): the build is not started, the start is polished
+    sol = mg.MGMatchSolver(FixedPredictor(best), policy="pipeline").solve(pr, Budget.of(100))
+    assert sol.stats["surrogate_status"] == "build_interrupted" and sol.has_assignment
+    # no answer yet (a prediction whose rounding breaks rules): the build is tried anyway, and it
+    # answers within the budget
+    wrong = best.copy()
+    wrong[np.flatnonzero(best >= 0)[0]] = -1
+    wrong[np.flatnonzero(best < 0)[0]] = 0
+    assert not pr.checker.feasible(wrong[None])[0]
+    sol = mg.MGMatchSolver(FixedPredictor(wrong), policy="pipeline").solve(pr, Budget.of(300))
+    assert sol.stats["surrogate_status"] != "build_interrupted" and sol.has_assignment
+    assert sol.time_ms <= 300 + 5
+
+
 def test_build_clock_is_an_upper_quartile_of_recent_rates():
     clock = BuildClock(keep=4)
     assert clock.expected_s(100) == 0.0  # never measured: always try
