@@ -30,6 +30,8 @@ ENUMERATE_MAX_ASSIGNMENTS = 25_000
 #: 60–100 candidates, over the budget + 5 ms; so at most 10% (12 ms)
 SOLVE_MARGIN_S = 0.012
 SOLVE_MARGIN_SHARE = 0.10
+#: SCIP is not started with less time left than this many times the build took
+MIN_SOLVE_PER_BUILD = 0.5
 
 
 @register("scip", "big-M MIP of the engagement network solved by SCIP (optimal, or best found within the time limit)")
@@ -64,7 +66,9 @@ class ScipSolver:
         build_s = time.perf_counter() - t0
         ENGAGEMENT_BUILDS.record(build_s, size)
         left = budget.remaining()
-        if left is not None and left <= 0.0:
+        if left is not None and left < MIN_SOLVE_PER_BUILD * build_s:
+            # too little left for SCIP's presolve and root LP on a model this size: it would
+            # overrun (12v12-deep at 50 ms: ~40 ms builds, then 5–10 ms past the budget)
             self.last_stats = dict(mip.stats, status="no_time", build_s=build_s, time_limit_s=None)
             return problem.solution(None, "no_solution", method, budget.elapsed_ms())
         # keep a little of the budget for reading the solution and checking it
