@@ -176,3 +176,34 @@ def test_the_search_is_skipped_for_tabu_when_its_build_would_not_fit(monkeypatch
     assert sol.stats["search_skipped"] == "build_too_slow" and "search_ms" not in sol.stats
     assert sol.stats["tabu_iterations"] > 0 and sol.has_assignment
     assert mg._SEARCH_BUILDS[mg._search_key(pr, Budget.of(300))[0]] == [0.01]  # the oldest is forgotten
+
+
+def test_tabu_on_random_games_of_three_and_four_teams_with_every_rule_kind():
+    # random instances of 3–4 teams with every rule kind and a planted feasible assignment (the
+    # exact solvers' property-test generator); tabu search from it never breaks a rule, never
+    # falls below it, and never claims more than the brute-force optimum
+    from mgmatch.core.rules import RULE_KINDS
+
+    from .test_exact import brute_force, random_problem
+
+    tested = 0
+    for seed, (teams, sizes, n) in enumerate([(3, [1, 1, 1], 6), (3, [2, 2, 2], 7), (3, [1, 2, 2], 7),
+                                               (4, [1, 1, 1, 1], 6), (3, [2, 2, 2], 6)]):
+        pr = random_problem(1000 + seed, teams, sizes, n, list(RULE_KINDS), plant=True)
+        best, _ = brute_force(pr)
+        assert best is not None
+        start = None
+        for s in range(200):  # the planted witness is not exposed: find a feasible start by sampling
+            rng = np.random.default_rng(s)
+            t = np.full(n, -1)
+            t[rng.permutation(n)[:sum(sizes)]] = np.repeat(np.arange(teams), sizes)
+            if pr.checker.feasible(t[None])[0]:
+                start = t
+                break
+        if start is None:
+            continue
+        res = tabu_search(pr, start, time.perf_counter() + 5.0, seed=seed, max_iterations=200)
+        assert pr.checker.violations(res.team_of) == []
+        assert pr.objective(start) - 1e-12 <= res.objective <= best + 1e-9
+        tested += 1
+    assert tested >= 3
