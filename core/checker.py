@@ -115,10 +115,22 @@ class Checker:
 
     # ------------------------------------------------------------------ rules
 
+    def _terms(self, e: LinearExpr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The expression's terms as arrays (player index, team, coefficient), computed once."""
+        cache = self.__dict__.setdefault("_terms_cache", {})
+        key = id(e)
+        if key not in cache:
+            idx = np.asarray([self.inst.index[t.player] for t in e.terms], dtype=np.int64)
+            team = np.asarray([t.team for t in e.terms], dtype=np.int64)
+            coef = np.asarray([t.coef for t in e.terms], dtype=np.float64)
+            cache[key] = (e, idx, team, coef)
+        return cache[key][1:]
+
     def _linear(self, e: LinearExpr, T: np.ndarray) -> np.ndarray:
-        act = np.zeros(T.shape[0])
-        for term in e.terms:
-            act += term.coef * (T[:, self.inst.index[term.player]] == term.team)
+        idx, team, coef = self._terms(e)
+        # one gather and one product for all terms (a batch of 2 000 candidates against ~20
+        # rules of 2–4 terms: the per-term loop was a quarter of a tabu iteration on 12v12)
+        act = (T[:, idx] == team).astype(np.float64) @ coef if idx.size else np.zeros(T.shape[0])
         t = _tol(e.rhs)
         if e.sense == "<=":
             return act <= e.rhs + t
@@ -205,9 +217,10 @@ class Checker:
         if isinstance(rule, MaxPingRule):
             if not self.regions:
                 return ~sel.any(1)
-            reach = self.ping <= self.max_ping + _tol(self.max_ping)  # [N, R]
-            # some region reached by every selected player
-            return (~sel[:, :, None] | reach[None]).all(1).any(1)
+            far = (self.ping > self.max_ping + _tol(self.max_ping)).astype(np.float32)  # [N, R]
+            # some region reached by every selected player: no selected player is far from it
+            # (one product: the [B, N, R] broadcast took 3.8 ms for 2 000 candidates on 12v12)
+            return ((sel.astype(np.float32) @ far) < 0.5).any(1)
         if isinstance(rule, IncludeRule):
             idx = [self.inst.index[p] for p in rule.players]
             return sel[:, idx].all(1) if idx else np.ones(T.shape[0], dtype=bool)
