@@ -252,9 +252,10 @@ class RowFilter:
         A = np.zeros((len(rows), c.n_x), dtype=np.float64)
         for k, r in enumerate(rows):
             A[k, r.vars] = r.coefs
-        self.A = A.T.astype(np.float32)  # [N·D, rows], x_ij at i·D + j
-        # per team: A_j [N, rows], so act = Σ_j (T == j) @ A_j without a [B, N, D] one-hot
-        self.A_team = [np.ascontiguousarray(self.A[j::self.D]) for j in range(self.D)]
+        # per team: A_j [N, rows] (x_ij is column i·D + j), so act = Σ_j (T == j) @ A_j without a
+        # [B, N, D] one-hot
+        At = A.T.astype(np.float32)
+        self.A_team = [np.ascontiguousarray(At[j::self.D]) for j in range(self.D)]
         rhs = np.asarray([r.rhs for r in rows])
         tol = 1e-6 * np.maximum(1.0, np.abs(rhs)) + 1e-5 * np.abs(A).sum(1)
         sense = [r.sense for r in rows]
@@ -263,7 +264,7 @@ class RowFilter:
 
     def __call__(self, T: np.ndarray) -> np.ndarray:
         """bool [B]: which assignments pass every x-only row."""
-        if self.A.shape[1] == 0:
+        if self.hi.size == 0:
             return np.ones(T.shape[0], dtype=bool)
         act = (T == 0).astype(np.float32) @ self.A_team[0]
         for j in range(1, self.D):

@@ -216,7 +216,7 @@ class MGMatchSolver:
         out = self.predictor.predict([problem])
         if trained:
             key = str(getattr(self.predictor, "version", None))
-            _PREDICT_TIMES[key] = _PREDICT_TIMES.get(key, [])[-7:] + [time.perf_counter() - t0]
+            _remember(_PREDICT_TIMES, key, time.perf_counter() - t0, 8)
         if stats is not None:
             stats["predictor_used"] = getattr(self.predictor, "version", None)
         return self._checked(problem, out)
@@ -458,7 +458,8 @@ class MGMatchSolver:
             return answer(best, "feasible")
 
         # tabu search walks on from the local optimum with its share of the time left
-        share = self._tabu_share(budget.remaining(), _search_key(problem, budget))
+        key = _search_key(problem, budget)
+        share = self._tabu_share(budget.remaining(), key)
         if share > 0:
             best, best_obj = self._tabu(problem, best, best_obj,
                                         min(budget.share(share).deadline(), stop), pace, stats)
@@ -472,12 +473,11 @@ class MGMatchSolver:
         # model), tabu search goes on with the time instead
         t3 = time.perf_counter()
         reserve = max(budget.remaining() * FINAL_POLISH_SHARE, 2 * pace)
-        key = _search_key(problem, budget)
         builds = _SEARCH_BUILDS.get(key[0])
         if builds and max(builds) > SEARCH_BUILD_SHARE * (stop - reserve - t3):
             stats["search_skipped"] = "build_too_slow"
-            builds.pop(0)  # forget the oldest, so a build slowed by a busy moment is measured again
-            if self.tabu_share is None or self.tabu_share > 0:
+            _SEARCH_BUILDS[key[0]] = builds[1:]  # forget the oldest: a build slowed by a busy moment is measured again
+            if self._tabu_share(None) > 0:
                 best, best_obj = self._tabu(problem, best, best_obj, stop, pace, stats)
             return answer(best, "feasible")
         found = true_search(problem, mip, p, best, best_obj, stop=stop - reserve,
@@ -490,10 +490,9 @@ class MGMatchSolver:
                 stats["final_polish_moves"] = res_p.rounds
                 if res_p.objective > best_obj:
                     best, best_obj = res_p.team_of, res_p.objective
-        _record_search(problem, budget, found.proven_optimal or found.team_of is not None)
+        _remember(_SEARCH_HITS, key, found.proven_optimal or found.team_of is not None, SEARCH_KEEP)
         if "search_build_ms" in found.stats:
-            _SEARCH_BUILDS[key[0]] = _SEARCH_BUILDS.get(key[0], [])[-(SEARCH_BUILDS_KEEP - 1):] + \
-                [found.stats["search_build_ms"] / 1e3]
+            _remember(_SEARCH_BUILDS, key[0], found.stats["search_build_ms"] / 1e3, SEARCH_BUILDS_KEEP)
         stats["search_total_ms"] = round((time.perf_counter() - t3) * 1e3, 3)
         # SCIP finished the whole engagement MIP: its answer, or (nothing better under the objective
         # limit) the polished incumbent, is the optimum — same proof as the exact solver's
@@ -506,9 +505,10 @@ def _search_key(problem: Problem, budget: Budget) -> tuple:
     return (model, None if budget.time_limit_ms is None else round(budget.time_limit_ms))
 
 
-def _record_search(problem: Problem, budget: Budget, hit: bool) -> None:
-    key = _search_key(problem, budget)
-    _SEARCH_HITS[key] = _SEARCH_HITS.get(key, [])[-(SEARCH_KEEP - 1):] + [hit]
+def _remember(history: dict, key, value, keep: int) -> None:
+    """Append ``value`` to ``history[key]``, keeping the last ``keep`` (a new list: readers in other
+    threads never see one being changed)."""
+    history[key] = history.get(key, [])[-(keep - 1):] + [value]
 
 
 def _read(mip: MipModel, sol) -> np.ndarray:
