@@ -115,16 +115,21 @@ class Checker:
 
     # ------------------------------------------------------------------ rules
 
+    def _memo(self, kind: str, obj, make):
+        """``make()`` computed once per checker for ``obj``: a role name (by value), or a rule or an
+        expression (by identity; the object is kept with its value so its id is never reused)."""
+        cache = self.__dict__.setdefault(f"_{kind}_cache", {})
+        key = obj if isinstance(obj, str) else id(obj)
+        if key not in cache:
+            cache[key] = (obj, make())
+        return cache[key][1]
+
     def _terms(self, e: LinearExpr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The expression's terms as arrays (player index, team, coefficient), computed once."""
-        cache = self.__dict__.setdefault("_terms_cache", {})
-        key = id(e)
-        if key not in cache:
-            idx = np.asarray([self.inst.index[t.player] for t in e.terms], dtype=np.int64)
-            team = np.asarray([t.team for t in e.terms], dtype=np.int64)
-            coef = np.asarray([t.coef for t in e.terms], dtype=np.float64)
-            cache[key] = (e, idx, team, coef)
-        return cache[key][1:]
+        return self._memo("terms", e, lambda: (
+            np.asarray([self.inst.index[t.player] for t in e.terms], dtype=np.int64),
+            np.asarray([t.team for t in e.terms], dtype=np.int64),
+            np.asarray([t.coef for t in e.terms], dtype=np.float64)))
 
     def _linear(self, e: LinearExpr, T: np.ndarray) -> np.ndarray:
         idx, team, coef = self._terms(e)
@@ -151,26 +156,22 @@ class Checker:
 
     def _accepts(self, role: str) -> np.ndarray:
         """bool [N]: which players accept ``role`` (computed once per role)."""
-        cache = self.__dict__.setdefault("_accepts_cache", {})
-        if role not in cache:
-            cache[role] = np.asarray([role in (p.roles or ()) for p in self.inst.players], dtype=bool)
-        return cache[role]
+        return self._memo("accepts", role, lambda: np.asarray(
+            [role in (p.roles or ()) for p in self.inst.players], dtype=bool))
 
     def _hall(self, rule: RolesRule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Hall's condition for a roles rule as matrices (computed once per rule): ``can`` [N, S]
         (player accepts a role of subset S, float32), ``need`` [S] (slots of S), ``none`` [N]
         (accepts no slot role, float32), over every non-empty subset S of the slot roles."""
-        cache = self.__dict__.setdefault("_hall_cache", {})
-        key = id(rule)
-        if key not in cache:
+        def make():
             roles = [r for r, c in rule.slots.items() if c > 0]
             acc = (np.stack([self._accepts(r) for r in roles], axis=1) if roles
                    else np.zeros((self.N, 0), dtype=bool))  # [N, R]
             subsets = [S for size in range(1, len(roles) + 1) for S in combinations(range(len(roles)), size)]
             can = np.stack([acc[:, list(S)].any(1) for S in subsets], axis=1) if subsets else np.zeros((self.N, 0))
             need = np.asarray([sum(rule.slots[roles[s]] for s in S) for S in subsets], dtype=np.float32)
-            cache[key] = (rule, can.astype(np.float32), need, (~acc.any(1)).astype(np.float32))
-        return cache[key][1:]
+            return can.astype(np.float32), need, (~acc.any(1)).astype(np.float32)
+        return self._memo("hall", rule, make)
 
     def _rule(self, rule, T: np.ndarray) -> np.ndarray:
         sel = T >= 0
