@@ -316,21 +316,21 @@ def create_app(rt: Runtime) -> FastAPI:
     @app.get("/v1/backfills/{backfill_id}", tags=["backfills"], response_model=BackfillOut,
              summary="A backfill's status and the players assigned to it.", responses=_errors(404, *_V1_ERRORS))
     async def get_backfill(request: Request, backfill_id: str):
-        b = await asyncio.to_thread(rt.store.get_backfill, service.backfill_lookup_id(backfill_id))
-        return JSONResponse(backfill_out(service.owned_backfill(b, backfill_id, _owner(request))))
+        b = await asyncio.to_thread(rt.store.get_backfill, service.lookup_id(backfill_id, "backfill_id", "backfill"))
+        return JSONResponse(backfill_out(service.owned(b, backfill_id, _owner(request), "backfill_id", "backfill")))
 
     @app.delete("/v1/backfills/{backfill_id}", tags=["backfills"], response_model=BackfillOut,
                 responses=_errors(404, 409, *_V1_ERRORS), summary="Cancel an open backfill.")
     async def cancel_backfill(request: Request, backfill_id: str):
         owner = _owner(request)
-        service.backfill_lookup_id(backfill_id)
+        service.lookup_id(backfill_id, "backfill_id", "backfill")
         if owner is not None:  # another client's backfill is "not found", and stays as it is
-            service.owned_backfill(await asyncio.to_thread(rt.store.get_backfill, backfill_id), backfill_id, owner)
+            service.owned(await asyncio.to_thread(rt.store.get_backfill, backfill_id), backfill_id, owner, "backfill_id", "backfill")
         try:
             b = await asyncio.to_thread(rt.store.cancel_backfill, backfill_id)
         except Conflict as err:
             return _answer(err, rt)
-        b = service.owned_backfill(b, backfill_id, owner)
+        b = service.owned(b, backfill_id, owner, "backfill_id", "backfill")
         metrics.BACKFILL_EVENTS.labels(b.pool, "cancelled").inc()
         return JSONResponse(backfill_out(b))
 

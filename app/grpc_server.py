@@ -247,8 +247,8 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
     def GetBackfill(self, request: pb.BackfillRef, context) -> pb.Backfill:
         owner = self._guard(context)
         try:
-            b = self.rt.store.get_backfill(service.backfill_lookup_id(request.id, "id"))
-            b = service.owned_backfill(b, request.id, owner, "id")
+            b = self.rt.store.get_backfill(service.lookup_id(request.id, "id", "backfill"))
+            b = service.owned(b, request.id, owner, "id", "backfill")
         except _KNOWN as err:
             self._fail(context, err)
         return backfill_message(backfill_out(b))
@@ -257,10 +257,10 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
     def CancelBackfill(self, request: pb.BackfillRef, context) -> pb.Backfill:
         owner = self._guard(context)
         try:
-            service.backfill_lookup_id(request.id, "id")
+            service.lookup_id(request.id, "id", "backfill")
             if owner is not None:  # another client's backfill is "not found", and stays as it is
-                service.owned_backfill(self.rt.store.get_backfill(request.id), request.id, owner, "id")
-            b = service.owned_backfill(self.rt.store.cancel_backfill(request.id), request.id, owner, "id")
+                service.owned(self.rt.store.get_backfill(request.id), request.id, owner, "id", "backfill")
+            b = service.owned(self.rt.store.cancel_backfill(request.id), request.id, owner, "id", "backfill")
         except _KNOWN as err:
             self._fail(context, err)
         metrics.BACKFILL_EVENTS.labels(b.pool, "cancelled").inc()

@@ -176,18 +176,21 @@ def created(stored: Ticket, owner: str | None) -> Ticket:
     return stored
 
 
-def owned(t: Ticket | None, ticket_id: str, owner: str | None, field: str = "ticket_id") -> Ticket:
-    """``t`` when this client may see it; else :class:`NotFound` (also for another client's ticket)."""
+def owned(t: Ticket | Backfill | None, object_id: str, owner: str | None, field: str = "ticket_id",
+          what: str = "ticket"):
+    """``t`` (a ticket, or a backfill with ``what="backfill"``) when this client may see it; else
+    :class:`NotFound` (also for another client's)."""
     if t is None or (owner is not None and t.owner != owner):
-        raise NotFound(field, f"no ticket {short_id(ticket_id)!r}")
+        raise NotFound(field, f"no {what} {short_id(object_id)!r}")
     return t
 
 
-def lookup_id(ticket_id: str, field: str = "ticket_id") -> str:
-    """``ticket_id`` when it can name a ticket at all; else :class:`NotFound` without touching the store."""
-    if not 0 < len(ticket_id) <= MAX_TICKET_ID_CHARS:
-        raise NotFound(field, f"no ticket {short_id(ticket_id)!r}")
-    return ticket_id
+def lookup_id(object_id: str, field: str = "ticket_id", what: str = "ticket") -> str:
+    """``object_id`` when it can name a ticket (or a backfill) at all; else :class:`NotFound`
+    without touching the store."""
+    if not 0 < len(object_id) <= MAX_TICKET_ID_CHARS:
+        raise NotFound(field, f"no {what} {short_id(object_id)!r}")
+    return object_id
 
 
 def short_id(ticket_id: str) -> str:
@@ -356,20 +359,6 @@ def prepare_backfill(rt: Runtime, body: BackfillIn, owner: str | None = None) ->
     now = time.time()
     return Backfill(new_ticket_id(pool.name), pool.name, body.match_id, players, [list(t) for t in body.teams],
                     list(body.open), now, now + ttl, owner=owner)
-
-
-def owned_backfill(b: Backfill | None, backfill_id: str, owner: str | None, field: str = "backfill_id") -> Backfill:
-    """``b`` when this client may see it; else :class:`NotFound` (also for another client's backfill)."""
-    if b is None or (owner is not None and b.owner != owner):
-        raise NotFound(field, f"no backfill {short_id(backfill_id)!r}")
-    return b
-
-
-def backfill_lookup_id(backfill_id: str, field: str = "backfill_id") -> str:
-    """``backfill_id`` when it can name a backfill at all; else :class:`NotFound` without a store lookup."""
-    if not 0 < len(backfill_id) <= MAX_TICKET_ID_CHARS:
-        raise NotFound(field, f"no backfill {short_id(backfill_id)!r}")
-    return backfill_id
 
 
 def backfill_out(b: Backfill) -> dict[str, Any]:
