@@ -142,13 +142,19 @@ class MemoryStore(Store):
         with self._lock:
             return len(self._queues.get(pool, ()))
 
+    def _all_queued(self, pool: str, ticket_ids: list[str], now: float) -> bool:
+        """Every ticket exists, is queued in ``pool`` and has not expired (call under the lock)."""
+        for tid in ticket_ids:
+            t = self._t.get(tid)
+            if t is None or t.pool != pool or t.status != "queued" or t.expires_at <= now:
+                return False
+        return True
+
     def claim(self, pool: str, ticket_ids: list[str], match_id: str, lease_until: float) -> bool:
         now = self._clock()
         with self._lock:
-            for tid in ticket_ids:
-                t = self._t.get(tid)
-                if t is None or t.pool != pool or t.status != "queued" or t.expires_at <= now:
-                    return False
+            if not self._all_queued(pool, ticket_ids, now):
+                return False
             for tid in ticket_ids:
                 t = self._t[tid]
                 self._dequeue(t)
@@ -299,10 +305,8 @@ class MemoryStore(Store):
                 return True  # the same fill again
             if b.status != "open" or b.expires_at <= now or not ticket_ids:
                 return False
-            for tid in ticket_ids:
-                t = self._t.get(tid)
-                if t is None or t.pool != pool or t.status != "queued" or t.expires_at <= now:
-                    return False
+            if not self._all_queued(pool, ticket_ids, now):
+                return False
             for tid in ticket_ids:
                 t = self._t[tid]
                 self._dequeue(t)
