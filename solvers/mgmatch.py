@@ -66,6 +66,8 @@ from .mip import ENGAGEMENT_BUILDS, SURROGATE_BUILDS, BuildClock, BuildInterrupt
 from .pas import TR_DELTA, TR_FRACTION, true_search
 from .policy import PATHS, Choice, choose, enumerate_chunk, use_trained_predictor
 from .polish import PolishResult, polish
+from .selection import applicable as selection_applicable
+from .selection import selection_search, start_from_scores
 from .tabu import tabu_search
 
 #: default wall-clock budget when the caller gives none (the paper's 3v3 online limit)
@@ -169,7 +171,7 @@ class MGMatchSolver:
                  use_polish: bool = True, warm_start: bool = True, search: bool = True,
                  surrogate_share: float = SURROGATE_SHARE, tr_fraction: float = TR_FRACTION,
                  tr_delta: float = TR_DELTA, policy: str = "auto", tabu_share: float | None = None,
-                 seed: int = 0):
+                 selection: bool = True, seed: int = 0):
         if predictor is None:
             raise InvalidInput("predictor", f"method {name!r} needs a solution predictor "
                                             "(e.g. mgmatch.models.runtime.load_predictor(name)); none was given")
@@ -191,6 +193,7 @@ class MGMatchSolver:
         if tabu_share is not None and not 0.0 <= tabu_share <= 1.0:
             raise InvalidInput("tabu_share", f"must be within [0, 1] (or None: the measured rule), got {tabu_share!r}")
         self.tabu_share = tabu_share
+        self.selection = selection
         self.seed = seed
         self.last_choice: Choice | None = None
 
@@ -354,10 +357,20 @@ class MGMatchSolver:
 
     def _tabu(self, problem: Problem, best: np.ndarray, best_obj: float, stop: float, pace: float,
               stats: dict) -> tuple[np.ndarray, float]:
-        """Tabu search from ``best`` until ``stop``; the better of the two (``stats["tabu_*"]``)."""
+        """The anytime local search from ``best`` until ``stop``; the better of the two.
+
+        Selection search (:mod:`mgmatch.solvers.selection`: who plays, every team split scored)
+        where it applies (benched candidates, few team patterns; ``stats["selection_*"]``), else
+        tabu search on assignments (``stats["tabu_*"]``)."""
         t0 = time.perf_counter()
         if t0 + pace >= stop:
             return best, best_obj
+        if self.selection and selection_applicable(problem):
+            sel = selection_search(problem, best, stop, seed=self.seed)
+            stats.update(selection_ms=round((time.perf_counter() - t0) * 1e3, 3),
+                         selection_iterations=sel.iterations, selection_restarts=sel.restarts,
+                         selection_improved=sel.improved)
+            return (sel.team_of, sel.objective) if sel.objective > best_obj else (best, best_obj)
         res = tabu_search(problem, best, stop, seed=self.seed, round_s=pace)
         stats.update(tabu_ms=round((time.perf_counter() - t0) * 1e3, 3), tabu_iterations=res.iterations,
                      tabu_restarts=res.restarts, tabu_improved=res.improved)
@@ -384,6 +397,21 @@ class MGMatchSolver:
                   answer) -> Solution:
         """Surrogate MIP → polish → search of the engagement MIP (the module docstring's steps 3–5)."""
         deadline = budget.deadline()
+        selecting = self.selection and self.use_polish and selection_applicable(problem)
+        if selecting:
+            # few team patterns and benched candidates: the predicted players, best split, are the
+            # start of a selection search with all the time (the surrogate MIP only when they
+            # have no feasible split)
+            t1 = time.perf_counter()
+            start = start_from_scores(problem, p.sum(axis=1))
+            stats["selection_start_ms"] = round((time.perf_counter() - t1) * 1e3, 3)
+            if start is not None:
+                starts.setdefault(start.tobytes(), start)
+            if starts:  # the predicted players' best split, or the rounding when that is better
+                stats["selection_start"] = "prediction" if start is not None else "rounding"
+                best = max(starts.values(), key=problem.objective)
+                best, _ = self._tabu(problem, best, problem.objective(best), deadline - FINISH_RESERVE_S, 0.0, stats)
+                return answer(best, "feasible")
 
         # surrogate MIP (Eq. 20-21): its share of the budget left (at least SURROGATE_MIN_S); when
         # that gave no feasible assignment, the solve goes on with all the time left
@@ -434,6 +462,10 @@ class MGMatchSolver:
         best, best_obj = cands[order[0]], vals[order[0]]
         stats["surrogate_objective"] = best_obj
         if not self.use_polish:
+            return answer(best, "feasible")
+        if selecting:  # the surrogate's best is the selection search's start
+            stats["selection_start"] = "surrogate"
+            best, _ = self._tabu(problem, best, best_obj, stop, 0.0, stats)
             return answer(best, "feasible")
 
         # polish the starts best first, with at most the polishing share of the time left when

@@ -223,11 +223,11 @@ def test_true_search_improves_on_the_polished_answer(small3v3):
     stuck = stuck_local_optimum(pr, obj_opt)
     pred = FixedPredictor(stuck)
     # without the search stage the answer stays at the local optimum the predictor points to ...
-    plain = MGMatchSolver(pred, search=False, policy="pipeline").solve(pr, Budget.of(3000))
+    plain = MGMatchSolver(pred, search=False, policy="pipeline", selection=False).solve(pr, Budget.of(3000))
     assert plain.status == "feasible" and feasible(pr, plain)
     assert plain.objective < obj_opt - 1e-6
     # ... the search of the engagement MIP from it (warm start + cutoff) reaches the proven optimum
-    sol = MGMatchSolver(pred, policy="pipeline").solve(pr, Budget.of(3000))
+    sol = MGMatchSolver(pred, policy="pipeline", selection=False).solve(pr, Budget.of(3000))
     assert sol.status == "optimal" and feasible(pr, sol)  # proven: SCIP finished the engagement MIP
     assert sol.objective == pytest.approx(obj_opt, abs=1e-9) and sol.bound == pytest.approx(sol.objective)
     assert sol.stats["search_proven_optimal"] is True
@@ -274,7 +274,7 @@ def test_trust_region_keeps_the_search_near_the_prediction(small3v3):
 def test_search_with_a_trust_region_answers_feasibly_and_never_below_polish(small3v3):
     for pr, _t_opt, obj_opt in small3v3[:2]:
         stuck = stuck_local_optimum(pr, obj_opt)
-        solver = MGMatchSolver(FixedPredictor(stuck), tr_fraction=0.5, tr_delta=2, policy="pipeline")
+        solver = MGMatchSolver(FixedPredictor(stuck), tr_fraction=0.5, tr_delta=2, policy="pipeline", selection=False)
         sol = solver.solve(pr, Budget.of(2000))
         assert sol.status in ("feasible", "optimal") and feasible(pr, sol)
         assert sol.objective >= sol.stats["polished_objective"] - 1e-12

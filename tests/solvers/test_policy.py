@@ -180,7 +180,7 @@ def test_pipeline_keeps_the_enumerated_start_when_no_mip_fits(monkeypatch):
 
     monkeypatch.setattr(mg, "best_assignment", cut_short)
     monkeypatch.setattr(MipModel, "build", classmethod(lambda cls, *a, **k: (_ for _ in ()).throw(BuildInterrupted("t"))))
-    sol = mg.MGMatchSolver(GradientPredictor(), policy="enumerate").solve(pr, Budget.of(500))
+    sol = mg.MGMatchSolver(GradientPredictor(), policy="enumerate", selection=False).solve(pr, Budget.of(500))
     assert sol.status == "feasible" and sol.stats["enumerate_complete"] is False
     assert sol.stats["surrogate_status"] == "build_interrupted"
     assert sol.objective == pytest.approx(pr.objective(optimum(pr)), rel=1e-9)

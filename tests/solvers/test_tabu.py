@@ -93,12 +93,13 @@ def test_mgmatch_pipeline_runs_tabu_after_polishing_and_reports_it():
     stuck = local_optima(pr, obj_opt, range(10))[0]
     pred = FixedPredictor(stuck)
     # search=False: polish only, stuck below the optimum
-    plain = MGMatchSolver(pred, search=False, policy="pipeline").solve(pr, Budget.of(3000))
+    # (selection=False: with a bench and few team patterns the selection search stands in for tabu)
+    plain = MGMatchSolver(pred, search=False, policy="pipeline", selection=False).solve(pr, Budget.of(3000))
     assert plain.objective < obj_opt - 1e-6
-    sol = MGMatchSolver(pred, policy="pipeline", tabu_share=1.0).solve(pr, Budget.of(3000))
+    sol = MGMatchSolver(pred, policy="pipeline", tabu_share=1.0, selection=False).solve(pr, Budget.of(3000))
     assert sol.stats["tabu_iterations"] > 0
     assert sol.objective >= plain.objective - 1e-12
-    off = MGMatchSolver(pred, policy="pipeline", tabu_share=0.0).solve(pr, Budget.of(3000))
+    off = MGMatchSolver(pred, policy="pipeline", tabu_share=0.0, selection=False).solve(pr, Budget.of(3000))
     assert "tabu_iterations" not in off.stats
     with pytest.raises(InvalidInput):
         MGMatchSolver(pred, tabu_share=1.5)
