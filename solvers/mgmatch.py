@@ -393,6 +393,22 @@ class MGMatchSolver:
             best, best_obj = self._tabu(problem, best, best_obj, stop, res_p.round_s, stats)
         return answer(best, "feasible")
 
+    def _selection_answer(self, problem: Problem, p: np.ndarray, starts: dict, stop: float, stats: dict,
+                          answer) -> Solution:
+        """Selection search until ``stop`` from the best start (the surrogate MIP's; when it found
+        none, selections drawn by the prediction, :func:`start_from_scores`)."""
+        if starts:
+            stats.setdefault("selection_start", "surrogate")
+        else:
+            start = start_from_scores(problem, p.sum(axis=1), stop, seed=self.seed)
+            if start is None:
+                return answer(None, "no_solution")
+            starts[start.tobytes()] = start
+            stats["selection_start"] = "sampled"
+        best = max(starts.values(), key=problem.objective)
+        best, _ = self._tabu(problem, best, problem.objective(best), stop, 0.0, stats)
+        return answer(best, "feasible")
+
     def _pipeline(self, problem: Problem, budget: Budget, p: np.ndarray, starts: dict, stats: dict,
                   answer) -> Solution:
         """Surrogate MIP → polish → search of the engagement MIP (the module docstring's steps 3–5)."""
@@ -403,7 +419,7 @@ class MGMatchSolver:
             # start of a selection search with all the time (the surrogate MIP only when they
             # have no feasible split)
             t1 = time.perf_counter()
-            start = start_from_scores(problem, p.sum(axis=1))
+            start = start_from_scores(problem, p.sum(axis=1), samples=0)
             stats["selection_start_ms"] = round((time.perf_counter() - t1) * 1e3, 3)
             if start is not None:
                 starts.setdefault(start.tobytes(), start)
@@ -432,6 +448,8 @@ class MGMatchSolver:
             except BuildInterrupted:
                 stats["surrogate_ms"] = round((time.perf_counter() - t1) * 1e3, 3)
                 stats["surrogate_status"] = "build_interrupted"
+                if selecting:
+                    return self._selection_answer(problem, p, starts, stop, stats, answer)
                 return self._polish_only(problem, stop, starts, stats, answer)
             mip.set_linear_objective(p)
             if self.warm_start and starts:
@@ -454,6 +472,8 @@ class MGMatchSolver:
             else:
                 mip = None
         stats["surrogate_ms"] = round((time.perf_counter() - t1) * 1e3, 3)
+        if selecting:
+            return self._selection_answer(problem, p, starts, stop, stats, answer)
         if not starts:
             return answer(None, "no_solution")
         cands = list(starts.values())
@@ -462,10 +482,6 @@ class MGMatchSolver:
         best, best_obj = cands[order[0]], vals[order[0]]
         stats["surrogate_objective"] = best_obj
         if not self.use_polish:
-            return answer(best, "feasible")
-        if selecting:  # the surrogate's best is the selection search's start
-            stats["selection_start"] = "surrogate"
-            best, _ = self._tabu(problem, best, best_obj, stop, 0.0, stats)
             return answer(best, "feasible")
 
         # polish the starts best first, with at most the polishing share of the time left when

@@ -54,12 +54,17 @@ MAX_SPLITS = 2048
 #: party moves scored per party and iteration at most (a seeded random subset beyond: a party
 #: leaving has C(benched singles, 2) partners, ~350 in a pool of 37)
 PARTY_MOVES_MAX = 16
-#: pairs handed to the checker at once, best value first
+#: pairs handed to the checker at once, best value first (a checker call costs ~0.7 ms with a 3v3
+#: pool's 17 rules whether it judges 32 or 512 candidates, 1.1 ms at 512)
 CHECK_CHUNK = 128
 #: tabu tenure (iterations) of a player who joined or left the selection
 TENURE = (2, 5)
 #: iterations without a new best before the walk restarts from the best
 RESTART_AFTER = 8
+#: selections drawn by score for a start when the top-scored players have no feasible split; they
+#: are split and checked about START_ROWS assignments at a time
+START_SAMPLES = 64
+START_ROWS = 512
 #: measured iterations (seconds per scored pair): no iteration is started that cannot finish
 SELECTION_ROUNDS = BuildClock()
 #: ... times this, for the spread of one iteration's time
@@ -331,18 +336,11 @@ def _first_feasible(problem: Problem, groups: list, sel: np.ndarray, P: np.ndarr
     return None
 
 
-def start_from_scores(problem: Problem, score: np.ndarray) -> np.ndarray | None:
-    """A feasible start: the players with the highest ``score`` [N] (a party counts as one unit and
-    joins only whole), split in the best feasible way; None when no split of them is feasible."""
-    inst = problem.instance
-    S = sum(inst.sizes)
-    unit_of: dict[int, list[int]] = {i: [i] for i in range(inst.n)}
-    for members in parties(inst).values():
-        for i in members:
-            unit_of[i] = list(members)
+def _top_players(score: np.ndarray, unit_of: dict[int, list[int]], S: int) -> list[int] | None:
+    """The players with the highest ``score``, whole units only, S of them (None: no way to fill S)."""
     chosen: list[int] = []
     seen: set[int] = set()
-    for i in np.argsort(-np.asarray(score), kind="stable").tolist():
+    for i in np.argsort(-score, kind="stable").tolist():
         if i in seen:
             continue
         unit = unit_of[i]
@@ -350,13 +348,47 @@ def start_from_scores(problem: Problem, score: np.ndarray) -> np.ndarray | None:
         if len(chosen) + len(unit) <= S:
             chosen += unit
             if len(chosen) == S:
-                break
-    if len(chosen) < S:
-        return None
+                return chosen
+    return None
+
+
+def start_from_scores(problem: Problem, score: np.ndarray, deadline: float | None = None, seed: int = 0,
+                      samples: int = START_SAMPLES) -> np.ndarray | None:
+    """A feasible start from per-player scores (e.g. a prediction's Σ_j p_ij): the best feasible
+    split of the top-scored players (a party counts as one unit, whole or not at all); when they
+    have none, of up to ``samples`` selections drawn by score (Plackett–Luce: Gumbel noise on the
+    log-scores, seeded), START_ROWS assignments at a time until one has a feasible split or ``deadline``.
+    None: no feasible split was found."""
+    inst = problem.instance
+    S = sum(inst.sizes)
+    unit_of: dict[int, list[int]] = {i: [i] for i in range(inst.n)}
+    for members in parties(inst).values():
+        for i in members:
+            unit_of[i] = list(members)
+    score = np.asarray(score, dtype=np.float64)
     P = np.concatenate(list(patterns(tuple(inst.sizes))), axis=0)
-    T = np.full((len(P), inst.n), -1, dtype=np.int64)
-    T[:, np.asarray(chosen)] = P
-    T = T[problem.checker.feasible(T)]
-    if not len(T):
-        return None
-    return T[int(np.argmax(problem.objectives(T)))]
+    rows = RowFilter(problem)
+    rng = np.random.default_rng(seed)
+    logs = np.log(np.clip(score, 1e-3, None))
+    tried: set[tuple[int, ...]] = set()
+    drawn = 0
+    while True:
+        sels = []
+        while len(sels) < (1 if drawn == 0 else max(1, START_ROWS // len(P))) and drawn <= samples:
+            key = score if drawn == 0 else logs + rng.gumbel(size=score.size)
+            drawn += 1
+            chosen = _top_players(key, unit_of, S)
+            if chosen is not None and tuple(sorted(chosen)) not in tried:
+                tried.add(tuple(sorted(chosen)))
+                sels.append(np.asarray(chosen))
+        if not sels:
+            return None
+        T = np.full((len(sels) * len(P), inst.n), -1, dtype=np.int64)
+        for k, chosen in enumerate(sels):
+            T[k * len(P):(k + 1) * len(P), chosen] = P
+        T = T[rows(T)]
+        T = T[problem.checker.feasible(T)] if len(T) else T
+        if len(T):
+            return T[int(np.argmax(problem.objectives(T)))]
+        if drawn > samples or (deadline is not None and time.perf_counter() >= deadline):
+            return None

@@ -174,13 +174,20 @@ def test_mgmatch_starts_the_selection_search_from_the_prediction_or_the_surrogat
         assert sol.objective == pytest.approx(obj_opt)
         # the predicted players have no feasible split: the surrogate MIP's answer is the start
         with monkeypatch.context() as m:
-            m.setattr(mg, "start_from_scores", lambda problem, score: None)
+            m.setattr(mg, "start_from_scores", lambda problem, score, *a, **k: None)
             sol = MGMatchSolver(FixedPredictor(t_opt), policy="pipeline").solve(pr, Budget.of(300))
             assert sol.stats["selection_start"] == "rounding"  # the rounded prediction is feasible
             m.setattr(mg, "round_prediction", lambda p, sizes: np.full(p.shape[0], -1))
             sol = MGMatchSolver(FixedPredictor(t_opt), policy="pipeline").solve(pr, Budget.of(300))
-        assert sol.stats["selection_start"] == "surrogate" and sol.stats["surrogate_status"]
-        assert sol.stats["selection_iterations"] > 0 and feasible_team(pr, sol)
+            assert sol.stats["selection_start"] == "surrogate" and sol.stats["surrogate_status"]
+            assert sol.stats["selection_iterations"] > 0 and feasible_team(pr, sol)
+            # ... and when the surrogate MIP cannot be built in time either: selections drawn by score
+            m.setattr(mg, "start_from_scores", lambda problem, score, deadline=None, seed=0, samples=S.START_SAMPLES:
+                      None if samples == 0 else S.start_from_scores(problem, score, deadline, seed, samples))
+            m.setattr(mg.MipModel, "build", classmethod(lambda cls, *a, **k: (_ for _ in ()).throw(mg.BuildInterrupted("t"))))
+            sol = MGMatchSolver(FixedPredictor(t_opt), policy="pipeline").solve(pr, Budget.of(300))
+            assert sol.stats["surrogate_status"] == "build_interrupted"
+            assert sol.stats["selection_start"] == "sampled" and feasible_team(pr, sol)
         # selection=False: the assignment-level stages as before
         sol = MGMatchSolver(FixedPredictor(t_opt), policy="pipeline", selection=False).solve(pr, Budget.of(300))
         assert "selection_start" not in sol.stats and "polish_ms" in sol.stats
