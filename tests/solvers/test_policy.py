@@ -204,6 +204,13 @@ def test_slow_predictor_gives_way_to_the_gradient():
     second = solver.solve(pr, Budget.of(200))  # 60 ms > 15% of 200 ms
     assert second.stats["predictor_used"] == GradientPredictor.version and slow.calls == 1
     assert second.has_assignment
+    # the skip forgot the only measurement: the next solve measures the predictor again (still
+    # slow: the one after skips it again), so one slow call does not keep it off for good
+    slow.sleep_s = 0.0
+    third = solver.solve(pr, Budget.of(200))
+    assert third.stats["predictor_used"] == "fixed" and slow.calls == 2
+    fourth = solver.solve(pr, Budget.of(200))
+    assert fourth.stats["predictor_used"] == "fixed" and slow.calls == 3
 
 
 # --------------------------------------------------------------------------- SCIP's limit counts the build
