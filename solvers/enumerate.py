@@ -272,8 +272,10 @@ class RowFilter:
         return ((act <= self.hi) & (act >= self.lo)).all(1)
 
 
-def best_assignment(problem: Problem, deadline: float | None = None, chunk: int = CHUNK) -> SearchResult:
-    """Max engagement over every feasible assignment; stops early at ``deadline`` (perf_counter).
+def best_assignment(problem: Problem, deadline: float | None = None, chunk: int = CHUNK,
+                    handover: float | None = None) -> SearchResult:
+    """Max engagement over every feasible assignment; stops early at ``deadline`` (perf_counter),
+    or at ``handover`` once it has found a feasible one (for a caller that goes on from it).
 
     Batches are scored in float32; the candidates near a batch's best are re-scored in float64,
     so the returned objective is the exact evaluator's.
@@ -285,7 +287,9 @@ def best_assignment(problem: Problem, deadline: float | None = None, chunk: int 
     best_t, best_v = None, -np.inf
     examined = n_feas = 0
     for T in assignments(space, chunk):
-        if deadline is not None and time.perf_counter() >= deadline:
+        now = time.perf_counter()
+        if (deadline is not None and now >= deadline) or (handover is not None and best_t is not None
+                                                         and now >= handover):
             return SearchResult(best_t, None if best_t is None else best_v, False, examined, n_feas)
         examined += T.shape[0]
         T = T[prefilter(T)]

@@ -82,6 +82,9 @@ SURROGATE_MIN_S = 0.005
 #: Tuned on 12v12 seed 2000003: at 50 ms the mean gap went 0.76% (0.15) → 0.55% (0.4) → 0.49%
 #: (0.6); at 100 ms 0.15% (0.15) → 0.10% (0.4) → 0.09% (0.6). 0.5; 3v3 was 0.00% with all of them
 POLISH_SHARE = 0.5
+#: share of the budget that a partial enumeration (one not expected to finish) leaves to a selection
+#: search from its best (:mod:`mgmatch.solvers.selection`)
+ENUM_SELECTION_SHARE = 0.7
 #: share of the time left before the true search kept back to polish what it finds
 FINAL_POLISH_SHARE = 0.08
 #: share of the time left after polishing that tabu search (:mod:`mgmatch.solvers.tabu`) walks on
@@ -124,6 +127,11 @@ SCIP_MARGIN_S = 0.004
 POLISH_ROUNDS = BuildClock()
 #: seconds of the last calls of each trained predictor (by version) in this process
 _PREDICT_TIMES: dict[str, list[float]] = {}
+#: solves that skipped each trained predictor as too slow; every PREDICT_FORGET_EVERY-th forgets
+#: its oldest time (a slow predictor then costs one solve in that many; forgetting at every skip
+#: ran a 9 ms network on every other 12v12 solve at 20 ms)
+_PREDICT_SKIPS: dict[str, int] = {}
+PREDICT_FORGET_EVERY = 8
 
 
 @runtime_checkable
@@ -212,8 +220,8 @@ class MGMatchSolver:
         when the policy says the predictor does not pay (:func:`~mgmatch.solvers.policy.use_trained_predictor`:
         its expected time does not fit the time left, or the pool is a small one).
 
-        Each solve that skips the predictor as too slow forgets its oldest measurement, so it is
-        measured again within 8 solves: one slow call (a cold first run of the ONNX session, a
+        Every :data:`PREDICT_FORGET_EVERY`-th solve that skips the predictor as too slow forgets its
+        oldest measurement, so it is measured again in time: one slow call (a cold first run of the ONNX session, a
         busy moment) otherwise kept a process on the gradient for good, the network never run
         again to show it was fast (the 5v5 example at 50 ms: 1.42% instead of 0.45% mean gap)."""
         from .surrogate import GradientPredictor
@@ -221,7 +229,8 @@ class MGMatchSolver:
         trained = not isinstance(self.predictor, GradientPredictor)
         key = str(getattr(self.predictor, "version", None))
         if trained and not use_trained_predictor(self.expected_predict_s(), left_s, small_pool):
-            if not small_pool and _PREDICT_TIMES.get(key):
+            _PREDICT_SKIPS[key] = _PREDICT_SKIPS.get(key, 0) + 1
+            if not small_pool and _PREDICT_TIMES.get(key) and _PREDICT_SKIPS[key] % PREDICT_FORGET_EVERY == 0:
                 _PREDICT_TIMES[key] = _PREDICT_TIMES[key][1:]
             if stats is not None:
                 stats["predictor_used"] = GradientPredictor.version
@@ -263,12 +272,23 @@ class MGMatchSolver:
         starts: dict[bytes, np.ndarray] = {}
         if choice.path == "enumerate":
             t1 = time.perf_counter()
+            # an enumeration not expected to finish hands its best over to a selection search (where
+            # that applies) once it has one and ENUM_SELECTION_SHARE of the time is left
+            selecting = (self.selection and selection_applicable(problem) and budget.remaining() is not None
+                         and choice.enumerate_estimate_s is not None
+                         and choice.enumerate_estimate_s > budget.remaining())
+            handover = budget.share(1.0 - ENUM_SELECTION_SHARE).deadline() if selecting else None
             res = best_assignment(problem, budget.deadline() - FINISH_RESERVE_S,
-                                  chunk=enumerate_chunk(budget.remaining()))
+                                  chunk=enumerate_chunk(budget.remaining()), handover=handover)
             stats.update(enumerate_ms=round((time.perf_counter() - t1) * 1e3, 3), enumerate_complete=res.complete,
                          enumerate_examined=res.examined)
             if res.complete:
                 return answer(res.team_of, "infeasible" if res.team_of is None else "optimal")
+            if res.team_of is not None and selecting:
+                stats["selection_start"] = "enumeration"
+                best, _ = self._tabu(problem, res.team_of, res.objective, budget.deadline() - FINISH_RESERVE_S,
+                                     0.0, stats)
+                return answer(best, "feasible")
             if res.team_of is not None:  # cut short: its best is one more start for the pipeline
                 starts[res.team_of.tobytes()] = res.team_of
         if budget.remaining() <= FINISH_RESERVE_S:
@@ -377,13 +397,14 @@ class MGMatchSolver:
             return best, best_obj
         if self.selection and selection_applicable(problem):
             sel = selection_search(problem, best, stop, seed=self.seed)
-            stats.update(selection_ms=round((time.perf_counter() - t0) * 1e3, 3),
-                         selection_iterations=sel.iterations, selection_restarts=sel.restarts,
-                         selection_improved=sel.improved)
+            _add(stats, selection_ms=round((time.perf_counter() - t0) * 1e3, 3), selection_iterations=sel.iterations,
+                 selection_restarts=sel.restarts)
+            stats["selection_improved"] = stats.get("selection_improved", False) or sel.improved
             return (sel.team_of, sel.objective) if sel.objective > best_obj else (best, best_obj)
         res = tabu_search(problem, best, stop, seed=self.seed, round_s=pace)
-        stats.update(tabu_ms=round((time.perf_counter() - t0) * 1e3, 3), tabu_iterations=res.iterations,
-                     tabu_restarts=res.restarts, tabu_improved=res.improved)
+        _add(stats, tabu_ms=round((time.perf_counter() - t0) * 1e3, 3), tabu_iterations=res.iterations,
+             tabu_restarts=res.restarts)
+        stats["tabu_improved"] = stats.get("tabu_improved", False) or res.improved
         if res.objective > best_obj:
             return res.team_of, res.objective
         return best, best_obj
@@ -561,6 +582,12 @@ def _search_key(problem: Problem, budget: Budget) -> tuple:
     """Searches are compared per engagement model and budget (a pool's are fixed in the service)."""
     model = problem.model_name or f"id:{id(problem.model)}"
     return (model, None if budget.time_limit_ms is None else round(budget.time_limit_ms))
+
+
+def _add(stats: dict, **values) -> None:
+    """Add to counters in ``stats`` (a stage that runs twice in one solve reports both runs)."""
+    for k, v in values.items():
+        stats[k] = round(stats.get(k, 0) + v, 3)
 
 
 def _remember(history: dict, key, value, keep: int) -> None:

@@ -36,6 +36,7 @@ def fresh_build_clocks(monkeypatch):
     monkeypatch.setattr(mg, "SURROGATE_BUILDS", sur)
     monkeypatch.setattr(mg, "POLISH_ROUNDS", BuildClock())
     monkeypatch.setattr(mg, "_PREDICT_TIMES", {})
+    monkeypatch.setattr(mg, "_PREDICT_SKIPS", {})
     return eng, sur
 
 
@@ -174,7 +175,7 @@ def test_pipeline_keeps_the_enumerated_start_when_no_mip_fits(monkeypatch):
     pr, = problems("3v3", 1)
     real = mg.best_assignment
 
-    def cut_short(problem, deadline=None, chunk=None):
+    def cut_short(problem, deadline=None, chunk=None, handover=None):
         res = real(problem)
         return type(res)(res.team_of, res.objective, False, res.examined, res.feasible)
 
@@ -204,13 +205,14 @@ def test_slow_predictor_gives_way_to_the_gradient():
     second = solver.solve(pr, Budget.of(200))  # 60 ms > 15% of 200 ms
     assert second.stats["predictor_used"] == GradientPredictor.version and slow.calls == 1
     assert second.has_assignment
-    # the skip forgot the only measurement: the next solve measures the predictor again (still
-    # slow: the one after skips it again), so one slow call does not keep it off for good
+    # every PREDICT_FORGET_EVERY-th skip forgets the oldest measurement: one slow call does not
+    # keep the predictor off for good (once fast again, it stays on)
     slow.sleep_s = 0.0
-    third = solver.solve(pr, Budget.of(200))
-    assert third.stats["predictor_used"] == "fixed" and slow.calls == 2
-    fourth = solver.solve(pr, Budget.of(200))
-    assert fourth.stats["predictor_used"] == "fixed" and slow.calls == 3
+    for _ in range(mg.PREDICT_FORGET_EVERY - 1):
+        assert solver.solve(pr, Budget.of(200)).stats["predictor_used"] == GradientPredictor.version
+    assert slow.calls == 1
+    for calls in (2, 3):
+        assert solver.solve(pr, Budget.of(200)).stats["predictor_used"] == "fixed" and slow.calls == calls
 
 
 # --------------------------------------------------------------------------- SCIP's limit counts the build

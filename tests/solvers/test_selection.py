@@ -199,3 +199,26 @@ def feasible_team(pr: Problem, sol) -> bool:
     from mgmatch.core.solution import team_of_from_teams
 
     return bool(pr.checker.feasible(team_of_from_teams(pr.instance, sol.teams)[None])[0])
+
+
+def test_enumeration_hands_over_to_the_selection_search_once_it_has_an_answer():
+    from mgmatch.solvers.enumerate import best_assignment
+    from mgmatch.solvers.policy import choose
+
+    # the pool with the most assignments (~10^5)
+    pr = max(problems("3v3", 40, seed=21), key=lambda q: choose(q, None).enumerate_estimate_s or 0.0)
+    assert S.applicable(pr)
+    # handover already past: it stops at the first chunk with a feasible assignment
+    res = best_assignment(pr, time.perf_counter() + 30.0, chunk=2048, handover=time.perf_counter())
+    assert not res.complete and res.team_of is not None and pr.checker.feasible(res.team_of[None])[0]
+    full = best_assignment(pr)
+    assert full.complete and res.examined < full.examined
+    # MGMatch: an enumeration not expected to finish in the budget hands its best to the selection search
+    budget_ms = 1e3 * choose(pr, None).enumerate_estimate_s / 3
+    assert budget_ms >= 60  # room for the enumeration to find an answer on a loaded machine
+    sol = MGMatchSolver(FixedPredictor(full.team_of), policy="enumerate").solve(pr, Budget.of(budget_ms))
+    assert sol.stats["enumerate_complete"] is False and sol.stats["selection_start"] == "enumeration"
+    assert feasible_team(pr, sol) and sol.objective <= full.objective + 1e-9
+    # selection=False: the partial enumeration's best goes to the pipeline as before
+    sol = MGMatchSolver(FixedPredictor(full.team_of), policy="enumerate", selection=False).solve(pr, Budget.of(budget_ms))
+    assert "selection_start" not in sol.stats and feasible_team(pr, sol)
