@@ -64,6 +64,9 @@ from .polish import MIN_GAIN
 #: selections with more team patterns than this are left to the other stages (6v6: 924, 3×3: 1680;
 #: 12v12 has 2.7 million)
 MAX_SPLITS = 2048
+#: one-for-one (move, split) pairs scored per iteration at most: beyond, a seeded random share of
+#: the bench (a 5v5 pool of 40 has ~75 000; the pairs that pass the rows hold a head's first layer each)
+MAX_PAIRS = 250_000
 #: party moves scored per party and iteration at most (a seeded random subset beyond: a party
 #: leaving has C(benched singles, 2) partners, ~350 in a pool of 37)
 PARTY_MOVES_MAX = 16
@@ -269,6 +272,9 @@ def selection_search(problem: Problem, start: np.ndarray, deadline: float, *, se
         sel = np.flatnonzero(cur >= 0)
         bench = np.flatnonzero(cur < 0)
         size = sel.size * bench.size * len(P)
+        if size > MAX_PAIRS:  # a seeded random share of a very large bench (bounded memory)
+            bench = np.sort(rng.choice(bench, size=max(1, MAX_PAIRS // (sel.size * len(P))), replace=False))
+            size = sel.size * bench.size * len(P)
         expected = PACE_SAFETY * max(SELECTION_ROUNDS.expected_s(size), rate * size)
         partial = t0 + expected >= deadline
         if partial:

@@ -222,3 +222,22 @@ def test_enumeration_hands_over_to_the_selection_search_once_it_has_an_answer():
     # selection=False: the partial enumeration's best goes to the pipeline as before
     sol = MGMatchSolver(FixedPredictor(full.team_of), policy="enumerate", selection=False).solve(pr, Budget.of(budget_ms))
     assert "selection_start" not in sol.stats and feasible_team(pr, sol)
+
+
+def test_a_large_bench_is_sampled_within_the_pair_cap(monkeypatch):
+    """Hostile sizes: a pool with far more candidates than seats scores a bounded random share of
+    the bench per iteration (memory stays bounded), and still answers feasibly and never worse."""
+    monkeypatch.setattr(S, "MAX_PAIRS", 200)
+    pr = max(problems("3v3", 6, seed=21), key=lambda q: q.instance.n)
+    t = random_start(pr, 0)
+    seen = []
+    real = S._Scorer.singles
+
+    def spy(self, sel, bench, base):
+        seen.append(sel.size * bench.size * len(self.P))
+        return real(self, sel, bench, base)
+
+    monkeypatch.setattr(S._Scorer, "singles", spy)
+    res = S.selection_search(pr, t, time.perf_counter() + 10.0, seed=1, max_iterations=10)
+    assert seen and max(seen) <= 200
+    assert pr.checker.feasible(res.team_of[None])[0] and res.objective >= pr.objective(t) - 1e-12
