@@ -70,8 +70,8 @@ MAX_PAIRS = 250_000
 #: party moves scored per party and iteration at most (a seeded random subset beyond: a party
 #: leaving has C(benched singles, 2) partners, ~350 in a pool of 37)
 PARTY_MOVES_MAX = 16
-#: pairs handed to the checker at once, best value first (a checker call costs ~0.7 ms with a 3v3
-#: pool's 17 rules whether it judges 32 or 512 candidates, 1.1 ms at 512)
+#: pairs handed to the checker at once, best value first (a call's cost is mostly per rule: ~0.7 ms
+#: for a 3v3 pool's 17 rules at 32 candidates, 1.1 ms at 512; the 5v5 example's 3 rules cost far less)
 CHECK_CHUNK = 128
 #: tabu tenure (iterations) of a player who joined or left the selection
 TENURE = (2, 5)
@@ -113,10 +113,8 @@ class _Scorer:
 
     def __init__(self, problem: Problem) -> None:
         inst = problem.instance
-        self.sizes = tuple(inst.sizes)
         self.D = inst.teams
-        self.n = inst.n
-        self.P = np.concatenate(list(patterns(self.sizes)), axis=0).astype(np.int64)  # [M, S]
+        self.P = np.concatenate(list(patterns(tuple(inst.sizes))), axis=0).astype(np.int64)  # [M, S]
         # (position, split) pairs by the team the position gets: [(positions, splits)] per team
         self.by_team = [np.nonzero(self.P.T == j) for j in range(self.D)]
         layers = [(w.astype(np.float32), b.astype(np.float32)) for w, b in problem.model.head_weights]
@@ -235,9 +233,14 @@ def _moves(sel: np.ndarray, bench: np.ndarray, units: list[np.ndarray], in_party
             B = np.asarray(list(combinations(single_bench.tolist(), k)), dtype=np.int64).reshape(-1, k)
             A = np.repeat(np.asarray([where[int(p)] for p in u])[None, :], len(B), axis=0)
             out.append((A, B))
-    out = [(A, B) if len(A) <= PARTY_MOVES_MAX else (A[pick], B[pick])
-           for A, B in out for pick in [np.sort(rng.choice(len(A), size=min(len(A), PARTY_MOVES_MAX), replace=False))]]
-    return [(A, B) for A, B in out if len(A)]
+    capped = []
+    for A, B in out:
+        if len(A) > PARTY_MOVES_MAX:
+            pick = np.sort(rng.choice(len(A), size=PARTY_MOVES_MAX, replace=False))
+            A, B = A[pick], B[pick]
+        if len(A):
+            capped.append((A, B))
+    return capped
 
 
 def selection_search(problem: Problem, start: np.ndarray, deadline: float, *, seed: int = 0,
