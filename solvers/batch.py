@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pyscipopt import Model, quicksum
+from pyscipopt import Model
 
 from mgmatch.core.compiler import parties
 from mgmatch.core.engagement import engagement_gradient
@@ -60,7 +60,8 @@ from mgmatch.core.rules import IncludeRule
 from mgmatch.core.solution import Solution
 
 from .base import Budget, make_solver
-from .mip import MipModel, apply_settings
+from .cip import CipText
+from .mip import MipModel, new_model, write_rules
 from .pas import true_search
 
 #: ``prefer_joint``: joint when a match has at least this many players ...
@@ -302,47 +303,40 @@ def pool_scores(problem: Problem) -> np.ndarray:
 
 def _block_model(problem: Problem, p: np.ndarray, allowed: np.ndarray | None = None) -> tuple[Model, list[MipModel]]:
     """The joint surrogate MIP: one copy of the compiled rules per match index (stage 2); only the players
-    ``allowed`` (a mask [N]; None: all) may be placed."""
+    ``allowed`` (a mask [N]; None: all) may be placed. Written as CIP text and read by SCIP in one call
+    (:mod:`mgmatch.solvers.cip`)."""
     comp = problem.compiled
     M = p.shape[0]
-    m = Model("mgmatch-batch")
-    m.hideOutput()
-    m.setParam("timing/clocktype", 2)
-    m.setParam("parallel/maxnthreads", 1)
-    m.setParam("randomization/randomseedshift", 0)
-    apply_settings(m, "fast")
     N, D = comp.n_players, comp.n_teams
-    blocks: list[MipModel] = []
-    for b in range(M):
-        xhat = [m.addVar(name=f"m{b}.{name}", vtype="B") for name in comp.var_names]
-        x = np.empty((N, D), dtype=object)
-        for i in range(N):
-            for j in range(D):
-                x[i, j] = xhat[i * D + j]
-        blk = MipModel(comp, m, x, xhat, problem.checker)
-        blk.stats = {"linear_rows": 0, "logical_rows": 0, "logical_indicators": 0, "bigm_rows": 0,
-                     "dropped_consequents": 0}
-        for r in comp.rows:
-            blk._add_row(r)
-        for lr in comp.logical:
-            blk._add_logical(lr.cond, lr.then)
-        blocks.append(blk)
+    cip = CipText()
+    firsts, stats = [], []
+    for _ in range(M):
+        first = cip.add_vars(comp.n_vars)[0]
+        firsts.append(first)
+        stats.append(write_rules(cip, comp, first))
+    xs = np.asarray(firsts, dtype=np.int64)[:, None, None] + np.arange(N * D, dtype=np.int64).reshape(N, D)  # [M, N, D]
     for i in range(N):  # a player is in at most one match
         if allowed is not None and not allowed[i]:
-            for blk in blocks:
-                for j in range(D):
-                    m.chgVarUb(blk.x[i, j], 0.0)
+            for v in xs[:, i, :].reshape(-1).tolist():
+                cip.set_upper_bound(v, 0.0)
             continue
-        m.addCons(quicksum(blk.x[i, j] for blk in blocks for j in range(D)) <= 1)
+        cip.add_row(xs[:, i, :].reshape(-1), np.ones(M * D), "<=", 1.0)
     s = problem.instance.skills()
     if allowed is not None:
         s = np.where(allowed, s, 0.0)
     if np.isfinite(s).all() and M > 1:  # symmetry: matches ordered by total skill
-        tot = [quicksum(float(s[i]) * blk.x[i, j] for i in range(N) for j in range(D)) for blk in blocks]
+        sk = np.repeat(s.astype(np.float64), D)
         for b in range(M - 1):
-            m.addCons(tot[b] >= tot[b + 1])
-    m.setObjective(quicksum(float(p[b, i, j]) * blocks[b].x[i, j] for b in range(M) for i in range(N)
-                            for j in range(D) if p[b, i, j] != 0.0), "maximize")
+            cip.add_row(np.concatenate([xs[b].reshape(-1), xs[b + 1].reshape(-1)]), np.concatenate([sk, -sk]), ">=", 0.0)
+    cip.set_objective(dict(zip(xs.reshape(-1).tolist(), np.asarray(p[:M], dtype=np.float64).reshape(-1).tolist(),
+                               strict=True)))
+    m = new_model("fast")
+    variables = cip.read(m)
+    blocks: list[MipModel] = []
+    for b in range(M):
+        xhat = variables[firsts[b]:firsts[b] + comp.n_vars]
+        x = np.asarray(xhat[:N * D], dtype=object).reshape(N, D)
+        blocks.append(MipModel(comp, m, x, xhat, problem.checker, stats={"variables": comp.n_vars, **stats[b]}))
     return m, blocks
 
 
@@ -402,7 +396,6 @@ def greedy_seed(problem: Problem, p: np.ndarray, stop: float, hard_stop: float |
     share of the time left (SCIP stops within :data:`GREEDY_GAP` of its bound); one that found nothing
     in its share goes on until ``hard_stop`` (the first match until ``first_stop``: without it there is
     no answer at all)."""
-    D = problem.instance.teams
     rows: list[np.ndarray] = []
     if stop - time.perf_counter() <= SCIP_MARGIN_S * 2:
         return None
@@ -418,9 +411,7 @@ def greedy_seed(problem: Problem, p: np.ndarray, stop: float, hard_stop: float |
             break
         if k:
             mip.model.freeTransform()
-            for i in np.flatnonzero(rows[-1] >= 0):
-                for j in range(D):
-                    mip.model.chgVarUb(mip.x[i, j], 0.0)
+            mip.exclude(np.flatnonzero(rows[-1] >= 0))
         mip.set_linear_objective(p[k])
         t0 = time.perf_counter()
         mip.set_time_limit(left / (p.shape[0] - k))
@@ -643,9 +634,7 @@ def match_search(problem: Problem, T: np.ndarray, m: int, p: np.ndarray, obj: fl
     t0 = time.perf_counter()
     mip = MipModel.build(problem.compiled, checker=problem.checker, fast=True)
     others = ((T >= 0).any(0)) & (T[m] < 0)
-    for i in np.flatnonzero(others):
-        for j in range(problem.instance.teams):
-            mip.model.chgVarUb(mip.x[i, j], 0.0)
+    mip.exclude(np.flatnonzero(others))
     found = true_search(problem, mip, p, T[m], obj, stop=stop, fraction=0.0, margin_s=SCIP_MARGIN_S)
     if stats is not None:
         build_s = time.perf_counter() - t0 - found.stats.get("search_ms", 0.0) / 1e3 + found.stats.get(

@@ -141,12 +141,12 @@ def test_logical_rows_are_enforced_and_relaxed(when, then, indicators, cases):
 
 def test_bigm_uses_row_activity_not_a_global_constant():
     p = helpers.random_problem(5, 2, [2, 2], 6, [])
-    mip = MipModel.build(p.compiled)
     from mgmatch.core.compiler import Row
+    from mgmatch.solvers.mip import activity_bounds
 
     row = Row(np.asarray([0, 1, 2, 3, 4]), np.asarray([2.0, 3.0, -1.0, 5.0, 1.0]), "<=", 1.0, 0, "t")
     # x[p0,0], x[p0,1] belong to one player (max 3), x[p1,0], x[p1,1] (max 5), x[p2,0] (max 1)
-    assert mip.activity_bounds(row) == (-1.0, 9.0)
+    assert activity_bounds(row, p.compiled.n_teams, p.compiled.n_x) == (-1.0, 9.0)
 
 
 # --------------------------------------------------------------------------- engagement bounds
