@@ -512,9 +512,10 @@ class MGMatchSolver:
                     # time if need be, then SCIP's own search for the surrogate's share
                     res = mip.solve_first(room + SCIP_MARGIN_S - FIRST_MARGIN_S)
                     more = stop - time.perf_counter() - SCIP_MARGIN_S
-                    if res.status == "sollimit" and more > 0:
-                        mip.set_time_limit(mip.model.getSolvingTime() + min(more, max(more * self.surrogate_share,
-                                                                                      SURROGATE_MIN_S)))
+                    if res.status == "sollimit" and more > 2 * SURROGATE_MIN_S:
+                        # (with less left, polishing the first solution on the true objective pays more)
+                        mip.set_time_limit(mip.model.getSolvingTime() + max(more * self.surrogate_share,
+                                                                            SURROGATE_MIN_S))
                         first, res = res, mip.solve()
                         if res.team_of is None:
                             res = first
