@@ -94,6 +94,8 @@ class BuildClock:
 #: engagement MIPs (rules + big-M objective) and surrogate MIPs (rules + linear objective)
 ENGAGEMENT_BUILDS = BuildClock()
 SURROGATE_BUILDS = BuildClock()
+#: the part of :meth:`MipModel.build` that cannot be interrupted: a new SCIP model reading the rows
+SCIP_READS = BuildClock()
 
 
 class BuildInterrupted(Exception):
@@ -169,9 +171,16 @@ class MipModel:
         cip = CipText()
         cip.add_vars(compiled.n_vars)
         stats = {"variables": compiled.n_vars, **write_rules(cip, compiled, 0, deadline)}
-        _check(deadline)
+        # creating the SCIP model and reading the text cannot be interrupted: not started when its
+        # measured time (SCIP_READS) does not fit before the deadline
+        size = BuildClock.size(compiled)
+        if deadline is not None and time.perf_counter() + SCIP_READS.expected_s(size) >= deadline:
+            raise BuildInterrupted("no time left to read the MIP into SCIP (measured read times)")
+        t0 = time.perf_counter()
         m = new_model(settings, threads)
         xhat = cip.read(m)
+        SCIP_READS.record(time.perf_counter() - t0, size)
+        _check(deadline)
         N, D = compiled.n_players, compiled.n_teams
         return cls(compiled, m, np.asarray(xhat[:N * D], dtype=object).reshape(N, D), xhat, checker, stats)
 
