@@ -5,7 +5,7 @@
 enumerate every team formation (small pools: a proven optimum in a few ms, or as far as a tight
 budget goes), warm-start SCIP on the engagement MIP at once with the rounded prediction (when the
 runtime predictor says the MIP closes well inside the time left), or the pipeline below. It also
-decides whether the trained predictor runs (its measured time must fit 15% of the time left, and
+decides whether the trained predictor runs (its measured time must fit 25% of the time left, and
 not on small pools) or the engagement gradient (``surrogate``'s, ~0.05 ms) stands in. Every MIP
 build counts against the budget: one that cannot fit (measured build times,
 :class:`~mgmatch.solvers.mip.BuildClock`) is not started, one that runs past the deadline is

@@ -57,8 +57,12 @@ ENUM_BASE_S = 0.003
 #: enumeration checks its deadline between chunks: a chunk holds about this share of the time left
 ENUM_CHUNK_SHARE = 0.15
 #: the trained predictor runs when its expected time is at most this share of the time left; else
-#: the engagement gradient (~0.05 ms) stands in for it (the GNN took 3–16 ms per pool under load)
-PREDICT_SHARE = 0.15
+#: the engagement gradient (~0.05 ms) stands in for it (the GNN took 3–16 ms per pool under load).
+#: 0.15 until 2026-11-25: on a slow hour the 5v5 example's network (5.6 ms median, 6.3 upper
+#: quartile) no longer fit 7.4 of 49 ms and ran on 4 of 40 pools, and MGMatch fell from 0.38% to
+#: 1.57–1.87% at 50 ms; with 0.25 it ran on all 40: 0.59% (examples/5v5/measure.py --count 40
+#: --regret-count 0). 12v12 unchanged in the same hour (20/50/100 ms: 10.2/0.55/0.34%)
+PREDICT_SHARE = 0.25
 #: enumerate when its estimate is at most this share of the time left (the rest is the fallback's)
 ENUM_SHARE = 0.6
 #: count assignments exactly only when C(N, S) is at most this (counting a 95-candidate pool costs
