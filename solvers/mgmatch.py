@@ -5,7 +5,7 @@
 enumerate every team formation (small pools: a proven optimum in a few ms, or as far as a tight
 budget goes), warm-start SCIP on the engagement MIP at once with the rounded prediction (when the
 runtime predictor says the MIP closes well inside the time left), or the pipeline below. It also
-decides whether the trained predictor runs (its measured time must fit 25% of the time left, and
+decides whether the trained predictor runs (its measured time must fit 20% of the time left, and
 not on small pools) or the engagement gradient (``surrogate``'s, ~0.05 ms) stands in. Every MIP
 build counts against the budget: one that cannot fit (measured build times,
 :class:`~mgmatch.solvers.mip.BuildClock`) is not started, one that runs past the deadline is
@@ -562,7 +562,7 @@ class MGMatchSolver:
             return answer(best, "feasible")
 
         # tabu search walks on from the local optimum with its share of the time left
-        key = _search_key(problem, budget)
+        key = _search_key(problem, budget, self.name)
         share = self._tabu_share(budget.remaining(), key)
         if share > 0:
             best, best_obj = self._tabu(problem, best, best_obj,
@@ -603,10 +603,14 @@ class MGMatchSolver:
         return answer(best, "optimal" if found.proven_optimal else "feasible")
 
 
-def _search_key(problem: Problem, budget: Budget) -> tuple:
-    """Searches are compared per engagement model and budget (a pool's are fixed in the service)."""
+def _search_key(problem: Problem, budget: Budget, method: str) -> tuple:
+    """Searches are compared per engagement model, budget and method (a pool's are fixed in the
+    service). The method is part of the key since `mgmatch` and `surrogate` on one model start the
+    search from different answers, and with one shared probe counter the every-4th probe fell on one
+    of them only (12v12-deep at 50 ms: `mgmatch` searched, `surrogate` gave the time to tabu search);
+    ``key[0]`` is the model (its measured builds, :data:`_SEARCH_BUILDS`, are the model's)."""
     model = problem.model_name or f"id:{id(problem.model)}"
-    return (model, None if budget.time_limit_ms is None else round(budget.time_limit_ms))
+    return (model, None if budget.time_limit_ms is None else round(budget.time_limit_ms), method)
 
 
 def _add(stats: dict, **values) -> None:

@@ -60,9 +60,12 @@ ENUM_CHUNK_SHARE = 0.15
 #: the engagement gradient (~0.05 ms) stands in for it (the GNN took 3–16 ms per pool under load).
 #: 0.15 until 2026-11-25: on a slow hour the 5v5 example's network (5.6 ms median, 6.3 upper
 #: quartile) no longer fit 7.4 of 49 ms and ran on 4 of 40 pools, and MGMatch fell from 0.38% to
-#: 1.57–1.87% at 50 ms; with 0.25 it ran on all 40: 0.59% (examples/5v5/measure.py --count 40
-#: --regret-count 0). 12v12 unchanged in the same hour (20/50/100 ms: 10.2/0.55/0.34%)
-PREDICT_SHARE = 0.25
+#: 1.57–1.87% at 50 ms. At 0.25 the 12v12-deep network (9–12 ms) ran at 50 ms too and cost more
+#: than it gave (MGMatch 2.67–4.45% against surrogate's 1.95–2.28%: the surrogate MIP takes 21–26
+#: ms there, and polishing got the rest). At 0.2, same hour: 5v5 0.46% (surrogate 1.42%), 12v12
+#: 0.62% (0.82%), 12v12-deep 2.77% and 2.88% (2.84%, 2.78%) at 50 ms, 1.04% and 1.11% (1.24%,
+#: 1.15%) at 100 ms
+PREDICT_SHARE = 0.2
 #: enumerate when its estimate is at most this share of the time left (the rest is the fallback's)
 ENUM_SHARE = 0.6
 #: count assignments exactly only when C(N, S) is at most this (counting a 95-candidate pool costs

@@ -147,16 +147,18 @@ def test_tabu_runs_before_the_search_when_scip_search_has_not_been_paying(monkey
 
     pr = problems("12v12", 1, seed=4)[0]
     budget_ms = 3000.0  # generous: the runtime estimate alone would never pick tabu here
-    key = mg._search_key(pr, Budget.of(budget_ms))
+    key = mg._search_key(pr, Budget.of(budget_ms), "mgmatch")
     monkeypatch.setattr(mg, "_SEARCH_HITS", {})
     monkeypatch.setattr(mg, "_SEARCH_BUILDS", {})
     plain = MGMatchSolver(FixedPredictor(random_start(pr, 0)), policy="pipeline")
     sol = plain.solve(pr, Budget.of(budget_ms))
     assert "tabu_iterations" not in sol.stats and sol.has_assignment
     assert mg._SEARCH_HITS[key]  # the search's outcome was recorded for this model and budget
+    # ... for this method only: another method on the same model keeps its own record
+    assert mg._search_key(pr, Budget.of(budget_ms), "surrogate") not in mg._SEARCH_HITS
     # SCIP's search found nothing better in the last solves of this model at this budget: tabu
     # search takes the time, and one solve in SEARCH_PROBE_EVERY still searches after it
-    mg._SEARCH_HITS[mg._search_key(pr, Budget.of(300))] = [False] * mg.SEARCH_MIN_SEEN
+    mg._SEARCH_HITS[mg._search_key(pr, Budget.of(300), "mgmatch")] = [False] * mg.SEARCH_MIN_SEEN
     monkeypatch.setattr(mg, "_SEARCH_SKIPS", {})
     searched = []
     for _ in range(mg.SEARCH_PROBE_EVERY):
@@ -172,11 +174,11 @@ def test_the_search_is_skipped_for_tabu_when_its_build_would_not_fit(monkeypatch
 
     pr = problems("12v12", 1, seed=4)[0]
     monkeypatch.setattr(mg, "_SEARCH_HITS", {})
-    monkeypatch.setattr(mg, "_SEARCH_BUILDS", {mg._search_key(pr, Budget.of(300))[0]: [5.0, 0.01]})
+    monkeypatch.setattr(mg, "_SEARCH_BUILDS", {mg._search_key(pr, Budget.of(300), "mgmatch")[0]: [5.0, 0.01]})
     sol = MGMatchSolver(FixedPredictor(random_start(pr, 0)), policy="pipeline").solve(pr, Budget.of(300))
     assert sol.stats["search_skipped"] == "build_too_slow" and "search_ms" not in sol.stats
     assert sol.stats["tabu_iterations"] > 0 and sol.has_assignment
-    assert mg._SEARCH_BUILDS[mg._search_key(pr, Budget.of(300))[0]] == [0.01]  # the oldest is forgotten
+    assert mg._SEARCH_BUILDS[mg._search_key(pr, Budget.of(300), "mgmatch")[0]] == [0.01]  # the oldest is forgotten
 
 
 def test_tabu_on_random_games_of_three_and_four_teams_with_every_rule_kind():
