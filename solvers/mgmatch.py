@@ -61,6 +61,7 @@ search finished the whole engagement MIP (``stats["search_proven_optimal"]``; bo
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Protocol, runtime_checkable
 
@@ -135,6 +136,11 @@ SCIP_MARGIN_S = 0.004
 #: none, there is no answer at all (a first-solution solve of a 12v12 surrogate MIP overran its limit
 #: by 0.2 ms median, 2.4 ms at most, in 23 measured)
 FIRST_MARGIN_S = 0.001
+#: ... or the largest of the last FIRST_OVERSHOOT_KEEP overruns measured on pools of this size (by
+#: 16 candidates): SCIP checks its clock between LP solves, and a 12v12-deep pool's took longer (its
+#: answers at 20 ms came 1.5–5.5 ms late with the fixed margin)
+FIRST_OVERSHOOT_KEEP = 8
+_FIRST_OVERSHOOT: dict[int, list[float]] = {}
 #: measured polish rounds (seconds per N² candidates): no round is started that could not finish;
 #: a round on a 95-candidate pool took 30–50 ms under load, so without it the first round of a
 #: late answer ran 40 ms past the budget
@@ -142,10 +148,14 @@ POLISH_ROUNDS = BuildClock()
 #: seconds of the last calls of each trained predictor (by version) in this process
 _PREDICT_TIMES: dict[str, list[float]] = {}
 #: solves that skipped each trained predictor as too slow; every PREDICT_FORGET_EVERY-th forgets
-#: its oldest time (a slow predictor then costs one solve in that many; forgetting at every skip
-#: ran a 9 ms network on every other 12v12 solve at 20 ms)
+#: its oldest time, but never the last one: emptied, the list made the predictor run again every 9th
+#: solve, and at a budget it cannot fit each such solve lost its answer (12v12 at 20 ms: a 5–8 ms
+#: network, then no time for the surrogate MIP; 2 of 20 pools unanswered)
 _PREDICT_SKIPS: dict[str, int] = {}
 PREDICT_FORGET_EVERY = 8
+#: predictor versions called once in this process: the first call (a cold ONNX session: allocation,
+#: first-run optimisation) is not a measurement of the next ones and is not recorded
+_PREDICT_WARM: set[str] = set()
 
 
 @runtime_checkable
@@ -228,7 +238,7 @@ class MGMatchSolver:
         times = _PREDICT_TIMES.get(str(getattr(self.predictor, "version", None)))
         if not times:
             return None
-        return sorted(times)[int(0.75 * (len(times) - 1))]
+        return sorted(times)[math.ceil(0.75 * (len(times) - 1))]  # of two, the slower
 
     def _predict(self, problem: Problem, left_s: float | None = None, stats: dict | None = None,
                  small_pool: bool = False) -> np.ndarray:
@@ -236,25 +246,26 @@ class MGMatchSolver:
         when the policy says the predictor does not pay (:func:`~mgmatch.solvers.policy.use_trained_predictor`:
         its expected time does not fit the time left, or the pool is a small one).
 
-        Every :data:`PREDICT_FORGET_EVERY`-th solve that skips the predictor as too slow forgets its
-        oldest measurement, so it is measured again in time: one slow call (a cold first run of the ONNX session, a
-        busy moment) otherwise kept a process on the gradient for good, the network never run
-        again to show it was fast (the 5v5 example at 50 ms: 1.42% instead of 0.45% mean gap)."""
+        The first call of a predictor in the process is not measured (a cold ONNX session: the 5v5
+        example at 50 ms ran at 1.42% instead of 0.45% when that call kept the process on the
+        gradient), and every :data:`PREDICT_FORGET_EVERY`-th solve that skips the predictor as too
+        slow forgets its oldest measurement but the last, so a busy moment does not keep it off."""
         from .surrogate import GradientPredictor
 
         trained = not isinstance(self.predictor, GradientPredictor)
         key = str(getattr(self.predictor, "version", None))
         if trained and not use_trained_predictor(self.expected_predict_s(), left_s, small_pool):
             _PREDICT_SKIPS[key] = _PREDICT_SKIPS.get(key, 0) + 1
-            if not small_pool and _PREDICT_TIMES.get(key) and _PREDICT_SKIPS[key] % PREDICT_FORGET_EVERY == 0:
+            if not small_pool and len(_PREDICT_TIMES.get(key, ())) > 1 and _PREDICT_SKIPS[key] % PREDICT_FORGET_EVERY == 0:
                 _PREDICT_TIMES[key] = _PREDICT_TIMES[key][1:]
             if stats is not None:
                 stats["predictor_used"] = GradientPredictor.version
             return self._checked(problem, GradientPredictor().predict([problem]))
         t0 = time.perf_counter()
         out = self.predictor.predict([problem])
-        if trained:
+        if trained and key in _PREDICT_WARM:
             _remember(_PREDICT_TIMES, key, time.perf_counter() - t0, 8)
+        _PREDICT_WARM.add(key)
         if stats is not None:
             stats["predictor_used"] = getattr(self.predictor, "version", None)
         return self._checked(problem, out)
@@ -510,7 +521,12 @@ class MGMatchSolver:
                 else:
                     # nothing to polish yet: a first feasible assignment depth first, with all the
                     # time if need be, then SCIP's own search for the surrogate's share
-                    res = mip.solve_first(room + SCIP_MARGIN_S - FIRST_MARGIN_S)
+                    bucket = problem.instance.n // 16
+                    margin = max([FIRST_MARGIN_S, *_FIRST_OVERSHOOT.get(bucket, [])])
+                    limit = room + SCIP_MARGIN_S - margin
+                    res = mip.solve_first(limit)
+                    if res.status == "timelimit":
+                        _remember(_FIRST_OVERSHOOT, bucket, max(0.0, res.time_s - limit), FIRST_OVERSHOOT_KEEP)
                     more = stop - time.perf_counter() - SCIP_MARGIN_S
                     if res.status == "sollimit" and more > 2 * SURROGATE_MIN_S:
                         # (with less left, polishing the first solution on the true objective pays more)
