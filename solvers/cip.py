@@ -17,6 +17,7 @@ file are ``v<k>``/``c<k>`` (player ids never reach SCIP's parser). The file live
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from collections.abc import Sequence
@@ -29,8 +30,13 @@ _TMP_DIR = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.
 
 
 def _num(c: float) -> str:
-    """A coefficient written so that SCIP reads back the same double."""
-    return repr(float(c))
+    """A number written so that SCIP reads back the same double (±inf as SCIP writes it)."""
+    c = float(c)
+    if math.isfinite(c):
+        return repr(c)
+    if math.isnan(c):
+        raise ValueError("a MIP coefficient, bound or right-hand side is NaN")
+    return "+inf" if c > 0 else "-inf"
 
 
 class CipText:
@@ -72,6 +78,8 @@ class CipText:
         cs = coefs.tolist() if isinstance(coefs, np.ndarray) else [float(c) for c in coefs]
         if len(vs) != len(cs):
             raise ValueError(f"{len(vs)} variables but {len(cs)} coefficients")
+        if vs and (min(vs) < 0 or max(vs) >= len(self._kinds)):
+            raise ValueError(f"variable index out of range 0..{len(self._kinds) - 1}")
         if len(set(vs)) != len(vs):
             merged: dict[int, float] = {}
             for v, c in zip(vs, cs, strict=True):

@@ -72,6 +72,24 @@ def test_bad_rows_are_refused():
         cip.add_row([0, 1], [1.0], "<=", 1.0)
     with pytest.raises(ValueError, match="kind"):
         cip.add_vars(1, "I")
+    with pytest.raises(ValueError, match="out of range"):
+        cip.add_row([0, 2], [1.0, 1.0], "<=", 1.0)
+    with pytest.raises(ValueError, match="out of range"):
+        cip.add_row([-1], [1.0], "<=", 1.0)
+    with pytest.raises(ValueError, match="NaN"):
+        cip.add_row([0], [float("nan")], "<=", 1.0)
+
+
+def test_infinite_bounds_are_read_back():
+    cip = CipText()
+    y = cip.add_var("C", -float("inf"), float("inf"))
+    x = cip.add_var("C", 0.0, float("inf"))
+    cip.add_row([y], [1.0], "<=", 3.5)
+    cip.add_row([x, y], [1.0, -1.0], "<=", 1.0)
+    cip.set_objective({y: 1.0, x: 1.0})
+    m, (vy, vx) = _solve(cip)
+    assert m.getStatus() == "optimal" and m.getObjVal() == pytest.approx(3.5 + 4.5)
+    assert m.isInfinity(-vy.getLbOriginal()) and m.isInfinity(vx.getUbOriginal())
 
 
 def test_the_file_holds_no_player_id():
