@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 from pyscipopt import Model
 
-_SENSES = {"<=": "<=", ">=": ">=", "==": "=="}
+_SENSES = ("<=", ">=", "==")
 _TMP_DIR = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
@@ -52,10 +52,6 @@ class CipText:
         self._tokens: list[str] = []          # "<v12>[B]" per variable, made as rows need them
         self._coef: dict[float, str] = {}     # a signed coefficient's text, for the repeated ones
 
-    @property
-    def n_vars(self) -> int:
-        return len(self._kinds)
-
     def add_vars(self, count: int, kind: str = "B", lb: float = 0.0, ub: float = 1.0) -> range:
         """``count`` new variables (``kind`` "B": binary; "C": continuous in [lb, ub]); their indices."""
         if kind not in ("B", "C"):
@@ -71,8 +67,7 @@ class CipText:
     def add_row(self, vars: Sequence[int] | np.ndarray, coefs: Sequence[float] | np.ndarray, sense: str,
                 rhs: float) -> None:
         """Σ coefs·v[vars] (sense) rhs; a variable named twice gets the sum of its coefficients."""
-        op = _SENSES.get(sense)
-        if op is None:
+        if sense not in _SENSES:
             raise ValueError(f"sense must be one of <=, >=, ==, got {sense!r}")
         vs = vars.tolist() if isinstance(vars, np.ndarray) else list(vars)
         cs = coefs.tolist() if isinstance(coefs, np.ndarray) else [float(c) for c in coefs]
@@ -89,7 +84,7 @@ class CipText:
         if len(tok) < len(self._kinds):
             tok.extend(f"<v{v}>[{k}]" for v, k in enumerate(self._kinds[len(tok):], start=len(tok)))
         terms = " ".join([(num.get(c) or self._new_coef(c)) + tok[v] for v, c in zip(vs, cs, strict=True) if c != 0.0])
-        self._rows.append(f"  [linear] <c{len(self._rows)}>: {terms or '0'} {op} {_num(rhs)};")
+        self._rows.append(f"  [linear] <c{len(self._rows)}>: {terms or '0'} {sense} {_num(rhs)};")
 
     def _new_coef(self, c: float) -> str:
         text = ("+" if c >= 0 else "") + _num(c)

@@ -348,15 +348,11 @@ def new_model(settings: str = "default", threads: int = 1) -> Model:
         raise ValueError(f"settings must be one of {SETTINGS}, got {settings!r}")
     m = Model("mgmatch")
     m.hideOutput()
-    _project_params(m, settings, threads)
-    return m
-
-
-def _project_params(m: Model, settings: str, threads: int) -> None:
     m.setParam("timing/clocktype", 2)  # wall clock, so time limits are real time
     m.setParam("parallel/maxnthreads", threads)
     m.setParam("randomization/randomseedshift", 0)
     apply_settings(m, settings)
+    return m
 
 
 def activity_bounds(r: Row, n_teams: int, n_x: int) -> tuple[float, float]:
