@@ -29,6 +29,9 @@ COPY deploy/requirements-service.txt /tmp/requirements-service.txt
 RUN pip install --no-cache-dir -r /tmp/requirements-service.txt
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir --no-deps /wheels/*.whl && rm -rf /wheels /tmp/requirements-service.txt
+# the local searches' numba kernel, compiled once at build into a cache the service user owns
+ENV NUMBA_CACHE_DIR=/opt/numba-cache
+RUN python -c "from mgmatch.solvers.moves import warm; warm()" && chown -R mgmatch /opt/numba-cache
 COPY deploy/config/service.yaml /etc/mgmatch/service.yaml
 USER mgmatch
 EXPOSE 8000 50051 9100
@@ -58,6 +61,8 @@ RUN grep -v '^onnxruntime' /tmp/requirements-service.txt > /tmp/req-gpu.txt \
  && pip install --no-cache-dir -r /tmp/req-gpu.txt "onnxruntime-gpu>=1.17"
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir --no-deps /wheels/*.whl && rm -rf /wheels /tmp/req*.txt
+ENV NUMBA_CACHE_DIR=/opt/numba-cache
+RUN python -c "from mgmatch.solvers.moves import warm; warm()" && chown -R mgmatch /opt/numba-cache
 COPY deploy/config/service.yaml /etc/mgmatch/service.yaml
 USER mgmatch
 EXPOSE 9100

@@ -172,9 +172,11 @@ class Runtime:
     def warm(self) -> dict[str, str]:
         """Load every predictor a pool or an arm will ask for now, not inside the first solve's budget."""
         from mgmatch.solvers.base import method_info
+        from mgmatch.solvers.moves import warm as warm_moves
 
         from .models_hub import PredictorDown
 
+        warm_moves()  # the local searches' compiled scorer (numba): loaded or compiled now
         loaded: dict[str, str] = {}
         if self.predictors is None:
             return loaded

@@ -74,6 +74,7 @@ from mgmatch.core.solution import Solution
 from .base import Budget, register
 from .enumerate import best_assignment
 from .mip import ENGAGEMENT_BUILDS, SURROGATE_BUILDS, BuildClock, BuildInterrupted, MipModel
+from .moves import warm as warm_moves
 from .pas import TR_DELTA, TR_FRACTION, true_search
 from .policy import PATHS, Choice, choose, enumerate_chunk, use_trained_predictor
 from .polish import PolishResult, polish
@@ -230,6 +231,7 @@ class MGMatchSolver:
         self.selection = selection
         self.seed = seed
         self.last_choice: Choice | None = None
+        warm_moves()  # the local searches' compiled scorer: loaded now, not inside the first budget
 
     def expected_predict_s(self) -> float | None:
         """The trained predictor's expected time: the upper quartile of its last 8 calls in this

@@ -9,11 +9,12 @@ among
   party of the same size on another team or on the bench, so ``party_together`` does not block
   every move of its members.
 
-Every candidate of one round is evaluated in a single numpy batch (``Problem.objectives``), the
-improving ones are sorted best first and handed to the checker in chunks; the first feasible one
-in that order is the best feasible improving move (best improvement). The move is accepted only if
-the exact float64 objective really improves, so polishing never makes an answer worse and never
-leaves the feasible region. The loop stops at a local optimum, when the deadline passes, or
+Every move of one round is scored in one compiled pass
+(:class:`~mgmatch.solvers.moves.MoveScorer`: objective and rules broken per move); the best
+feasible move whose exact float64 objective really improves is taken (best improvement; the
+ranking value is float32 after the first layer, so the best :data:`EXACT_TRIES` are computed
+exactly). The checker confirms the polished answer (the start is kept should it ever disagree
+with the scorer), so polishing never makes an answer worse and never leaves the feasible region. The loop stops at a local optimum, when the deadline passes, or
 before a round that (judging by the last one) could not finish by the deadline.
 """
 
@@ -27,8 +28,12 @@ import numpy as np
 from mgmatch.core.compiler import parties
 from mgmatch.core.problem import Problem
 
-#: candidates handed to the checker at once (sorted by objective, best first)
-CHECK_CHUNK = 64
+from .moves import neighbourhood, scorer_of
+
+#: improving-looking moves whose exact objective is computed per round, best first (the ranking is
+#: float32, within RANK_SLACK of the exact value)
+EXACT_TRIES = 4
+RANK_SLACK = 1e-6
 #: an improvement below this (absolute) is treated as none: it stops cycling on float noise
 MIN_GAIN = 1e-9
 
@@ -115,39 +120,38 @@ def polish(problem: Problem, team_of: np.ndarray, deadline: float | None = None,
     pace = round_s  # seconds per round: a round that cannot finish by the deadline is not started
     seen = 0.0
 
-    def result(local: bool) -> PolishResult:
+    def confirmed(local: bool) -> PolishResult:
+        # the checker, the one judge of the rules, confirms the answer (the scorer's rows agree
+        # with it up to float rounding at a bound; then the start is kept)
+        if improved and not problem.checker.feasible(cur[None])[0]:
+            return PolishResult(start, start_obj, rounds, False, local, pace, seen)
         return PolishResult(cur, cur_obj, rounds, improved, local, pace, seen)
 
+    scorer = scorer_of(problem)
+    start, start_obj = cur.copy(), cur_obj
     while rounds < max_rounds and not out_of_time():
         if deadline is not None and time.perf_counter() + pace > deadline:
             break
         t_round = time.perf_counter()
-        cand = candidate_moves(cur, units)
-        if cand.shape[0] == 0:
-            return result(True)
-        vals = problem.objectives(cand)
-        order = np.argsort(-vals, kind="stable")
-        order = order[vals[order] > cur_obj + MIN_GAIN]
+        moves = neighbourhood(cur, units)
+        if len(moves) == 0:
+            break
+        vals, broken, _ = scorer.score(cur, moves)
+        # feasible moves that look improving, best first (float32 ranking; the exact float64
+        # objective decides)
+        order = np.flatnonzero((broken == 0) & (vals > cur_obj + MIN_GAIN - RANK_SLACK * max(1.0, abs(cur_obj))))
+        order = order[np.argsort(-vals[order], kind="stable")]
         accepted = False
-        for s in range(0, order.size, CHECK_CHUNK):
-            if out_of_time():
-                seen = max(seen, time.perf_counter() - t_round)
-                pace = max(pace, seen)
-                return result(False)
-            idx = order[s:s + CHECK_CHUNK]
-            ok = problem.checker.feasible(cand[idx])
-            for c in idx[ok]:  # best first
-                obj = problem.objective(cand[c])  # exact float64 value
-                if obj > cur_obj + MIN_GAIN:
-                    cur, cur_obj = cand[c].copy(), obj
-                    accepted = True
-                    break
-            if accepted:
+        for c in order[:EXACT_TRIES]:
+            nxt = moves.apply(cur, int(c))
+            obj = problem.objective(nxt)
+            if obj > cur_obj + MIN_GAIN:
+                cur, cur_obj, accepted = nxt, obj, True
                 break
         seen = max(seen, time.perf_counter() - t_round)
         pace = max(pace, seen)
         if not accepted:
-            return result(True)
+            return confirmed(True)
         rounds += 1
         improved = True
-    return result(False)
+    return confirmed(False)

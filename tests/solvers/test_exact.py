@@ -161,6 +161,7 @@ def random_problem(seed: int, teams: int, sizes: list[int], n: int, kinds: list[
     problem = Problem(parse_instance(obj), parse_engagement(random_model(rng, teams, F)))
     if plant:
         assert problem.checker.violations(w) == [], problem.checker.violations(w)
+        problem.extra["witness"] = w.astype(np.int64)
     return problem
 
 

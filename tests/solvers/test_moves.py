@@ -1,0 +1,148 @@
+"""The compiled neighbourhood scorer against the checker and the engagement model (every rule kind)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from mgmatch.core.compiler import parties
+from mgmatch.core.problem import Problem
+from mgmatch.core.rules import RULE_KINDS
+from mgmatch.solvers.moves import Moves, MoveScorer, neighbourhood, scorer_of
+from mgmatch.solvers.polish import candidate_moves, polish
+from mgmatch.solvers.tabu import tabu_search
+
+from .test_exact import random_problem
+from .test_mgmatch import problems
+
+
+def random_state(pr: Problem, rng: np.random.Generator) -> np.ndarray:
+    """A random assignment that fills every team (rules may break)."""
+    t = np.full(pr.instance.n, -1, dtype=np.int64)
+    perm = rng.permutation(pr.instance.n)
+    k = 0
+    for j, size in enumerate(pr.instance.sizes):
+        t[perm[k:k + size]] = j
+        k += size
+    return t
+
+
+def random_moves(cur: np.ndarray, teams: int, rng: np.random.Generator, count: int) -> Moves:
+    """Moves of 1–5 players to any position, team sizes not kept (the scorer must count those too)."""
+    ptr, players, pos = [0], [], []
+    for _ in range(count):
+        k = int(rng.integers(1, min(5, cur.size) + 1))
+        who = rng.choice(cur.size, k, replace=False)
+        players += who.tolist()
+        pos += rng.integers(-1, teams, k).tolist()
+        ptr.append(len(players))
+    return Moves(np.asarray(ptr, dtype=np.int64), np.asarray(players, dtype=np.int64), np.asarray(pos, dtype=np.int64))
+
+
+def assert_parity(pr: Problem, cur: np.ndarray, moves: Moves) -> int:
+    """The scorer's verdicts and values equal the checker's and the model's; the feasible count."""
+    scorer = MoveScorer(pr)
+    vals, broken, _ = scorer.score(cur, moves)
+    cand = np.stack([moves.apply(cur, m) for m in range(len(moves))])
+    feasible = pr.checker.feasible(cand)
+    bad = np.flatnonzero(feasible != (broken == 0))
+    assert bad.size == 0, (pr.checker.violations(cand[bad[0]]), int(broken[bad[0]]))
+    assert (broken >= 0).all()
+    np.testing.assert_allclose(vals, pr.objectives(cand), rtol=1e-5, atol=1e-5)
+    return int(feasible.sum())
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_scorer_agrees_with_the_checker_on_every_rule_kind(seed):
+    rng = np.random.default_rng(seed)
+    teams = int(rng.integers(2, 4))
+    size = int(rng.integers(1, 4))
+    n = teams * size + int(rng.integers(1, 6))
+    pr = random_problem(seed, teams, [size] * teams, n, list(RULE_KINDS), plant=True)
+    # from the planted witness (feasible: its neighbours are often feasible too) and random states
+    units = [np.asarray(m) for m in parties(pr.instance).values()]
+    witness = pr.extra["witness"]
+    assert MoveScorer(pr).score(witness, Moves(np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                                               np.zeros(0, dtype=np.int64)))[1].tolist() == [0]
+    for cur in [witness] + [random_state(pr, rng) for _ in range(3)]:
+        assert_parity(pr, cur, neighbourhood(cur, units, rotations=200, rng=rng))
+        assert_parity(pr, cur, random_moves(cur, teams, rng, 150))
+
+
+def test_scorer_agrees_with_the_checker_on_the_presets():
+    rng = np.random.default_rng(3)
+    feasible = 0
+    for preset in ("3v3", "12v12", "12v12-deep"):
+        for pr in problems(preset, 2, seed=11):
+            cur = random_state(pr, rng)
+            units = [np.asarray(m) for m in parties(pr.instance).values()]
+            assert_parity(pr, cur, neighbourhood(cur, units, rotations=300, rng=rng))
+            # from a feasible state (a polished witness) many neighbours are feasible
+            sol = tabu_search(pr, cur, time.perf_counter() + 2.0, seed=0, max_iterations=60)
+            if sol.team_of is not None:
+                feasible += assert_parity(pr, sol.team_of, neighbourhood(sol.team_of, units, 300, rng))
+    assert feasible > 0
+
+
+def test_rules_on_teams_the_match_lacks_and_unequal_sizes():
+    rng = np.random.default_rng(5)
+    for seed in range(4):
+        pr = random_problem(100 + seed, 3, [1, 2, 3], 9, list(RULE_KINDS), plant=True)
+        cur = random_state(pr, rng)
+        assert_parity(pr, cur, random_moves(cur, 3, rng, 300))
+
+
+def test_neighbourhood_is_the_polish_neighbourhood():
+    pr = problems("12v12", 1, seed=7)[0]
+    cur = random_state(pr, np.random.default_rng(1))
+    units = [np.asarray(m) for m in parties(pr.instance).values()]
+    moves = neighbourhood(cur, units)
+    mine = {moves.apply(cur, m).tobytes() for m in range(len(moves))}
+    theirs = {row.tobytes() for row in candidate_moves(cur, units).astype(np.int64)}
+    assert mine == theirs and len(moves) > 0
+
+
+def test_rotations_are_three_player_cycles_that_keep_team_sizes():
+    pr = problems("12v12", 1, seed=8)[0]
+    cur = random_state(pr, np.random.default_rng(2))
+    moves = neighbourhood(cur, [], rotations=100, rng=np.random.default_rng(0))
+    widths = np.diff(moves.ptr)
+    assert (widths == 3).sum() == 100
+    for m in np.flatnonzero(widths == 3):
+        t = moves.apply(cur, int(m))
+        assert (t != cur).sum() == 3
+        assert [int((t == j).sum()) for j in range(2)] == list(pr.instance.sizes)
+
+
+def test_tabu_marks_moves_of_tabu_players():
+    pr = problems("3v3", 1, seed=9)[0]
+    cur = random_state(pr, np.random.default_rng(4))
+    moves = neighbourhood(cur, [])
+    until = np.zeros(cur.size, dtype=np.int64)
+    until[int(np.flatnonzero(cur >= 0)[0])] = 10
+    _, _, tabu = scorer_of(pr).score(cur, moves, until, it=5)
+    expect = [bool((until[moves.players(m)] > 5).any()) for m in range(len(moves))]
+    assert tabu.tolist() == expect and any(expect) and not all(expect)
+
+
+def test_a_scorer_that_is_wrong_never_leaks_a_broken_answer(monkeypatch):
+    """The checker has the last word: a scorer calling every move feasible cannot make tabu search
+    or polishing return an assignment that breaks a rule."""
+    pr = problems("12v12", 1, seed=12)[0]
+    scorer = scorer_of(pr)
+    real = scorer.score
+
+    def lying(cur, moves, until=None, it=0):
+        vals, broken, tabu = real(cur, moves, until, it)
+        return vals, np.zeros_like(broken), tabu
+
+    monkeypatch.setattr(scorer, "score", lying)
+    start = tabu_search(pr, random_state(pr, np.random.default_rng(0)), time.perf_counter() + 5.0,
+                        max_iterations=80).team_of
+    assert start is None or pr.checker.feasible(start[None])[0]
+    if start is not None:
+        res = polish(pr, start, deadline=time.perf_counter() + 2.0)
+        assert pr.checker.feasible(res.team_of[None])[0]
+        assert res.objective >= pr.objective(start) - 1e-12
