@@ -601,65 +601,123 @@ class Moves:
         return self.player[self.ptr[m]:self.ptr[m + 1]]
 
 
+@njit(cache=True, nogil=True)
+def _fill(t, sel, bench, unit_ptr, unit_members, picks, ptr, pl, tm):  # pragma: no cover - compiled
+    """Write the moves of :func:`neighbourhood` into ``ptr``/``pl``/``tm``; (moves, entries)."""
+    S = sel.shape[0]
+    Bn = bench.shape[0]
+    m = 0
+    e = 0
+    ptr[0] = 0
+    for a in range(S):  # team swaps
+        i = sel[a]
+        for b in range(a + 1, S):
+            k = sel[b]
+            if t[i] != t[k]:
+                pl[e] = i
+                tm[e] = t[k]
+                pl[e + 1] = k
+                tm[e + 1] = t[i]
+                e += 2
+                m += 1
+                ptr[m] = e
+    for a in range(S):  # bench swaps
+        i = sel[a]
+        for b in range(Bn):
+            pl[e] = i
+            tm[e] = -1
+            pl[e + 1] = bench[b]
+            tm[e + 1] = t[i]
+            e += 2
+            m += 1
+            ptr[m] = e
+    U = unit_ptr.shape[0] - 1
+    for u in range(U):  # party swaps: a whole party with another of its size elsewhere
+        u0, u1 = unit_ptr[u], unit_ptr[u + 1]
+        team_u = t[unit_members[u0]]
+        whole = True
+        for x in range(u0, u1):
+            if t[unit_members[x]] != team_u:
+                whole = False
+        if not whole:
+            continue
+        for v in range(U):
+            v0, v1 = unit_ptr[v], unit_ptr[v + 1]
+            if v == u or v1 - v0 != u1 - u0:
+                continue
+            team_v = t[unit_members[v0]]
+            ok = team_v != team_u and not (team_u < 0 and team_v < 0)
+            for x in range(v0, v1):
+                if t[unit_members[x]] != team_v:
+                    ok = False
+            if not ok:
+                continue
+            for x in range(u0, u1):
+                pl[e] = unit_members[x]
+                tm[e] = team_v
+                e += 1
+            for x in range(v0, v1):
+                pl[e] = unit_members[x]
+                tm[e] = team_u
+                e += 1
+            m += 1
+            ptr[m] = e
+    if picks.shape[0] > 0:  # rotations: bench k → i's slot, i → q's slot (another team), q → bench
+        pi = np.empty(S * S, np.int64)
+        pq = np.empty(S * S, np.int64)
+        n_pairs = 0
+        for a in range(S):
+            for b in range(S):
+                if t[sel[a]] != t[sel[b]]:
+                    pi[n_pairs] = sel[a]
+                    pq[n_pairs] = sel[b]
+                    n_pairs += 1
+        for x in range(picks.shape[0]):
+            k = bench[picks[x] // n_pairs]
+            pr = picks[x] % n_pairs
+            i = pi[pr]
+            q = pq[pr]
+            pl[e] = k
+            tm[e] = t[i]
+            pl[e + 1] = i
+            tm[e + 1] = t[q]
+            pl[e + 2] = q
+            tm[e + 2] = -1
+            e += 3
+            m += 1
+            ptr[m] = e
+    return m, e
+
+
 def neighbourhood(cur: np.ndarray, units: list[np.ndarray], rotations: int = 0,
                   rng: np.random.Generator | None = None) -> Moves:
     """The moves of :func:`~mgmatch.solvers.polish.candidate_moves` (team swaps, bench swaps, party
     swaps) and, with ``rotations`` > 0, at most that many three-player rotations (a benched player
     k takes selected i's slot, i takes the slot of q on another team, q goes to the bench; a
     seeded random draw, with repeats, when there are more)."""
-    t = np.asarray(cur, dtype=np.int64)
+    t = np.ascontiguousarray(cur, dtype=np.int64)
     sel = np.flatnonzero(t >= 0)
     bench = np.flatnonzero(t < 0)
-    players: list[np.ndarray] = []
-    teams: list[np.ndarray] = []
-    widths: list[np.ndarray] = []
-    if sel.size:  # team swaps
-        a, b = np.triu_indices(sel.size, 1)
-        i, k = sel[a], sel[b]
-        keep = t[i] != t[k]
-        i, k = i[keep], k[keep]
-        players.append(np.stack([i, k], 1).ravel())
-        teams.append(np.stack([t[k], t[i]], 1).ravel())
-        widths.append(np.full(i.size, 2))
-    if sel.size and bench.size:  # bench swaps
-        i = np.repeat(sel, bench.size)
-        k = np.tile(bench, sel.size)
-        players.append(np.stack([i, k], 1).ravel())
-        teams.append(np.stack([np.full(i.size, -1), t[i]], 1).ravel())
-        widths.append(np.full(i.size, 2))
-    for u in units:  # party swaps
-        team_u = t[u[0]]
-        if not (t[u] == team_u).all():
-            continue
-        for v in units:
-            if v is u or v.size != u.size or not (t[v] == t[v[0]]).all() or t[v[0]] == team_u:
-                continue
-            if team_u < 0 and t[v[0]] < 0:
-                continue
-            players.append(np.concatenate([u, v]))
-            teams.append(np.concatenate([np.full(u.size, t[v[0]]), np.full(v.size, team_u)]))
-            widths.append(np.asarray([u.size + v.size]))
-    if rotations > 0 and sel.size and bench.size:
-        a, b = np.meshgrid(sel, sel, indexing="ij")
-        keep = t[a] != t[b]
-        i, q = a[keep], b[keep]  # i and q on different teams
-        total = i.size * bench.size
-        if total:
-            if total > rotations:
-                pick = (rng or np.random.default_rng(0)).integers(0, total, size=rotations)
-            else:
-                pick = np.arange(total)
-            k, pair = bench[pick // i.size], pick % i.size
-            i, q = i[pair], q[pair]
-            players.append(np.stack([k, i, q], 1).ravel())
-            teams.append(np.stack([t[i], t[q], np.full(k.size, -1)], 1).ravel())
-            widths.append(np.full(k.size, 3))
-    if not widths:
-        return Moves(np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
-    w = np.concatenate(widths)
-    ptr = np.zeros(w.size + 1, dtype=np.int64)
-    np.cumsum(w, out=ptr[1:])
-    return Moves(ptr, np.concatenate(players).astype(np.int64), np.concatenate(teams).astype(np.int64))
+    S, Bn = sel.size, bench.size
+    n_pairs = S * S - int((np.bincount(t[sel]) ** 2).sum()) if S else 0
+    total = n_pairs * Bn
+    if rotations > 0 and total > rotations:
+        picks = (rng or np.random.default_rng(0)).integers(0, total, size=rotations).astype(np.int64)
+    elif rotations > 0:
+        picks = np.arange(total, dtype=np.int64)
+    else:
+        picks = np.zeros(0, dtype=np.int64)
+    sizes = [u.size for u in units]
+    unit_ptr = np.zeros(len(units) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=unit_ptr[1:])
+    members = np.concatenate(units).astype(np.int64) if units else np.zeros(0, dtype=np.int64)
+    n_moves = S * (S - 1) // 2 + S * Bn + len(units) ** 2 + picks.size
+    n_entries = S * (S - 1) + 2 * S * Bn + 2 * len(units) * int(members.size) + 3 * picks.size
+    ptr = np.empty(n_moves + 1, dtype=np.int64)
+    pl = np.empty(n_entries, dtype=np.int64)
+    tm = np.empty(n_entries, dtype=np.int64)
+    m, e = _fill(t, sel, bench, unit_ptr, members, picks, ptr, pl, tm)
+    return Moves(ptr[:m + 1], pl[:e], tm[:e])
 
 
 _WARM = threading.Lock()
@@ -686,6 +744,7 @@ def warm() -> None:
                np.ones(1, dtype=np.int64), np.zeros(2), -1.0,
                np.zeros((2, 0)), False, np.full(2, -1, dtype=np.int64), i64, e64, np.zeros((1, 1)),
                np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.bool_))
+        neighbourhood(cur, [np.asarray([0, 1])], rotations=1)
         _warmed = True
 
 
