@@ -5,7 +5,8 @@
 enumerate every team formation (small pools: a proven optimum in a few ms, or as far as a tight
 budget goes), warm-start SCIP on the engagement MIP at once with the rounded prediction (when the
 runtime predictor says the MIP closes well inside the time left), or the pipeline below. It also
-decides whether the trained predictor runs (its measured time must fit 20% of the time left, and
+decides whether the trained predictor runs (its measured time must fit 20% of the time left —
+on the pipeline path, of what the surrogate stage, measured per engagement model, leaves — and
 not on small pools) or the engagement gradient (``surrogate``'s, ~0.05 ms) stands in. Every MIP
 build counts against the budget: one that cannot fit (measured build times,
 :class:`~mgmatch.solvers.mip.BuildClock`) is not started, one that runs past the deadline is
@@ -121,8 +122,20 @@ SEARCH_KEEP = 16
 #: was abandoned on 3 of 4 slow pools, its time lost
 SEARCH_BUILD_SHARE = 0.5
 SEARCH_BUILDS_KEEP = 8
-#: while the search is not paying, one solve in this many still runs it (after tabu search)
+#: while the search is not paying, one solve in this many still runs it (after tabu search) ...
 SEARCH_PROBE_EVERY = 4
+#: ... and after each probe that did not pay either, one in twice as many, up to this many (at
+#: 20 ms on 12v12 the search never paid, and every 4th solve lost ~4 ms of tabu search to it)
+SEARCH_PROBE_MAX = 32
+#: solves between probes now, by (engagement model, budget, method)
+_SEARCH_PROBE_GAP: dict[tuple, int] = {}
+#: seconds of the last surrogate stages (build and solve) by engagement model: on the pipeline path
+#: the trained predictor must fit PREDICT_SHARE of the time left after it (12v12 at 20 ms: the
+#: network's 3.1 ms fit 20% of the budget, and MGMatch measured 0.66% with it against 0.46% with the
+#: engagement gradient; at 30 ms 0.23% against 0.37%; the 5v5 example, whose selection search has
+#: no surrogate stage, 0.92% against 1.58% at 20 ms)
+_SURROGATE_TIMES: dict[str, list[float]] = {}
+SURROGATE_TIMES_KEEP = 8
 #: solves per (engagement model, budget) since the search stopped paying
 _SEARCH_SKIPS: dict[tuple, int] = {}
 #: seconds of the last builds of the engagement objective in the search, by engagement model
@@ -237,10 +250,7 @@ class MGMatchSolver:
         """The trained predictor's expected time: the upper quartile of its last 8 calls in this
         process (kept per predictor version, since the service builds a solver per solve; None:
         never run, or every measurement forgotten)."""
-        times = _PREDICT_TIMES.get(str(getattr(self.predictor, "version", None)))
-        if not times:
-            return None
-        return sorted(times)[math.ceil(0.75 * (len(times) - 1))]  # of two, the slower
+        return _upper_quartile(_PREDICT_TIMES.get(str(getattr(self.predictor, "version", None))))
 
     def _predict(self, problem: Problem, left_s: float | None = None, stats: dict | None = None,
                  small_pool: bool = False) -> np.ndarray:
@@ -323,7 +333,12 @@ class MGMatchSolver:
         if budget.remaining() <= FINISH_RESERVE_S:
             return answer(next(iter(starts.values()), None), "feasible" if starts else "no_solution")
         t0 = time.perf_counter()
-        p = self._predict(problem, budget.remaining(), stats, small_pool=choice.small_pool and self.policy == "auto")
+        # the network competes with the search for the time the fixed stages leave: on the pipeline
+        # path, the surrogate stage's measured time (not with a selection search, which has none)
+        left = budget.remaining()
+        if choice.path != "scip" and not (self.selection and self.use_polish and selection_applicable(problem)):
+            left -= _upper_quartile(_SURROGATE_TIMES.get(_model_key(problem))) or 0.0
+        p = self._predict(problem, left, stats, small_pool=choice.small_pool and self.policy == "auto")
         stats["predict_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
         if budget.remaining() <= FINISH_RESERVE_S:
             return answer(next(iter(starts.values()), None), "feasible" if starts else "no_solution")
@@ -405,12 +420,14 @@ class MGMatchSolver:
             return self.tabu_share
         if left_s is None:
             return 1.0
-        hits = _SEARCH_HITS.get(key)
-        if hits is not None and len(hits) >= SEARCH_MIN_SEEN and sum(hits) < SEARCH_HIT_RATE * len(hits):
-            # SCIP's search has not been paying: tabu search takes all the time, except that every
-            # SEARCH_PROBE_EVERY-th solve still searches (after tabu), to notice when it pays again
+        if _not_paying(key):
+            # SCIP's search has not been paying: tabu search takes all the time, except that one
+            # solve in _SEARCH_PROBE_GAP still searches (after tabu), to notice when it pays again
             _SEARCH_SKIPS[key] = _SEARCH_SKIPS.get(key, 0) + 1
-            return TABU_SHARE if _SEARCH_SKIPS[key] % SEARCH_PROBE_EVERY == 0 else 1.0
+            if _SEARCH_SKIPS[key] >= _SEARCH_PROBE_GAP.get(key, SEARCH_PROBE_EVERY):
+                _SEARCH_SKIPS[key] = 0
+                return TABU_SHARE
+            return 1.0
         est = self.last_choice.scip_estimate_s if self.last_choice is not None else 0.0
         return TABU_SHARE if est > TABU_SCIP_RATIO * left_s else 0.0
 
@@ -546,6 +563,8 @@ class MGMatchSolver:
             else:
                 mip = None
         stats["surrogate_ms"] = round((time.perf_counter() - t1) * 1e3, 3)
+        if mip is not None:
+            _remember(_SURROGATE_TIMES, _model_key(problem), time.perf_counter() - t1, SURROGATE_TIMES_KEEP)
         if selecting:
             return self._selection_answer(problem, p, starts, stop, stats, answer)
         if not starts:
@@ -581,6 +600,7 @@ class MGMatchSolver:
 
         # tabu search walks on from the local optimum with its share of the time left
         key = _search_key(problem, budget, self.name)
+        probing = self.tabu_share is None and _not_paying(key)
         share = self._tabu_share(budget.remaining(), key)
         if share > 0:
             best, best_obj = self._tabu(problem, best, best_obj,
@@ -612,7 +632,12 @@ class MGMatchSolver:
                 stats["final_polish_moves"] = res_p.rounds
                 if res_p.objective > best_obj:
                     best, best_obj = res_p.team_of, res_p.objective
-        _remember(_SEARCH_HITS, key, found.proven_optimal or found.team_of is not None, SEARCH_KEEP)
+        hit = found.proven_optimal or found.team_of is not None
+        _remember(_SEARCH_HITS, key, hit, SEARCH_KEEP)
+        if probing:  # a probe that paid resets the gap between probes, one that did not doubles it
+            gap = _SEARCH_PROBE_GAP.get(key, SEARCH_PROBE_EVERY)
+            _SEARCH_PROBE_GAP[key] = SEARCH_PROBE_EVERY if hit else min(2 * gap, SEARCH_PROBE_MAX)
+            stats["search_probe"] = True
         if "search_build_ms" in found.stats:
             _remember(_SEARCH_BUILDS, key[0], found.stats["search_build_ms"] / 1e3, SEARCH_BUILDS_KEEP)
         stats["search_total_ms"] = round((time.perf_counter() - t3) * 1e3, 3)
@@ -627,8 +652,26 @@ def _search_key(problem: Problem, budget: Budget, method: str) -> tuple:
     search from different answers, and with one shared probe counter the every-4th probe fell on one
     of them only (12v12-deep at 50 ms: `mgmatch` searched, `surrogate` gave the time to tabu search);
     ``key[0]`` is the model (its measured builds, :data:`_SEARCH_BUILDS`, are the model's)."""
-    model = problem.model_name or f"id:{id(problem.model)}"
+    model = _model_key(problem)
     return (model, None if budget.time_limit_ms is None else round(budget.time_limit_ms), method)
+
+
+def _upper_quartile(times: list[float] | None) -> float | None:
+    """The nearest-rank upper quartile (of two, the slower); None for no measurement."""
+    if not times:
+        return None
+    return sorted(times)[math.ceil(0.75 * (len(times) - 1))]
+
+
+def _model_key(problem: Problem) -> str:
+    return problem.model_name or f"id:{id(problem.model)}"
+
+
+def _not_paying(key: tuple) -> bool:
+    """SCIP's search improved or proved fewer than :data:`SEARCH_HIT_RATE` of the last solves under
+    ``key`` (at least :data:`SEARCH_MIN_SEEN` of them)."""
+    hits = _SEARCH_HITS.get(key)
+    return hits is not None and len(hits) >= SEARCH_MIN_SEEN and sum(hits) < SEARCH_HIT_RATE * len(hits)
 
 
 def _add(stats: dict, **values) -> None:

@@ -38,6 +38,7 @@ def fresh_build_clocks(monkeypatch):
     monkeypatch.setattr(mg, "_PREDICT_TIMES", {})
     monkeypatch.setattr(mg, "_PREDICT_SKIPS", {})
     monkeypatch.setattr(mg, "_PREDICT_WARM", set())
+    monkeypatch.setattr(mg, "_SURROGATE_TIMES", {})
     return eng, sur
 
 
@@ -220,6 +221,25 @@ def test_slow_predictor_gives_way_to_the_gradient():
     used = [solver.solve(pr, Budget.of(200)).stats["predictor_used"] for _ in range(2 * mg.PREDICT_FORGET_EVERY)]
     assert used[0] == GradientPredictor.version  # [60 ms, 0 ms]: the upper quartile is still 60 ms
     assert used[-1] == "fixed"
+
+
+def test_the_predictor_must_fit_the_time_the_surrogate_stage_leaves():
+    """On the pipeline path the network competes with the search for what the surrogate stage
+    (measured per engagement model) leaves: 40 ms fits 20% of 300 ms, not of 300 − 150 ms."""
+    pr, = problems("12v12", 1)
+    pred = FixedPredictor(optimum(pr), sleep_s=0.04)
+    solver = mg.MGMatchSolver(pred, policy="pipeline")
+    for _ in range(2):  # the first call is cold, the second measured (40 ms)
+        solver.solve(pr, Budget.of(2_000))
+    assert mg._SURROGATE_TIMES[mg._model_key(pr)]  # the surrogate stages were measured
+    mg._SURROGATE_TIMES[mg._model_key(pr)] = [0.001]
+    assert solver.solve(pr, Budget.of(300)).stats["predictor_used"] == "fixed"
+    mg._SURROGATE_TIMES[mg._model_key(pr)] = [0.15]
+    sol = solver.solve(pr, Budget.of(300))
+    assert sol.stats["predictor_used"] == GradientPredictor.version and sol.has_assignment
+    # another engagement model has no surrogate history: the whole time left counts
+    other = Problem(pr.instance, pr.model, model_name="another")
+    assert solver.solve(other, Budget.of(300)).stats["predictor_used"] == "fixed"
 
 
 # --------------------------------------------------------------------------- SCIP's limit counts the build

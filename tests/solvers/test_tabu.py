@@ -169,6 +169,41 @@ def test_tabu_runs_before_the_search_when_scip_search_has_not_been_paying(monkey
     assert searched == [False] * (mg.SEARCH_PROBE_EVERY - 1) + [True]
 
 
+def test_probes_of_a_search_that_does_not_pay_grow_rarer_and_reset_when_one_pays(monkeypatch):
+    import mgmatch.solvers.mgmatch as mg
+    from mgmatch.solvers.pas import SearchResult
+
+    pr = problems("12v12", 1, seed=4)[0]
+    start = random_start(pr, 0)
+    key = mg._search_key(pr, Budget.of(60), "mgmatch")
+    monkeypatch.setattr(mg, "_SEARCH_HITS", {key: [False] * mg.SEARCH_MIN_SEEN})
+    monkeypatch.setattr(mg, "_SEARCH_SKIPS", {})
+    monkeypatch.setattr(mg, "_SEARCH_PROBE_GAP", {})
+    monkeypatch.setattr(mg, "_SEARCH_BUILDS", {})
+    pays = [False]
+    monkeypatch.setattr(mg, "true_search", lambda *a, **k: SearchResult(None, None, pays[0], 1, {"search_ms": 1.0}))
+
+    def probed() -> bool:
+        sol = MGMatchSolver(FixedPredictor(start), policy="pipeline").solve(pr, Budget.of(60))
+        assert sol.has_assignment
+        return bool(sol.stats.get("search_probe"))
+
+    first = mg.SEARCH_PROBE_EVERY
+    pattern = [probed() for _ in range(first + 2 * first)]
+    # a probe on the 4th solve finds nothing: the next comes 8 solves later
+    assert [k + 1 for k, p in enumerate(pattern) if p] == [first, 3 * first]
+    assert mg._SEARCH_PROBE_GAP[key] == 4 * first
+    # ... and never more than SEARCH_PROBE_MAX apart
+    mg._SEARCH_PROBE_GAP[key] = mg.SEARCH_PROBE_MAX
+    mg._SEARCH_SKIPS[key] = mg.SEARCH_PROBE_MAX - 1
+    assert probed() and mg._SEARCH_PROBE_GAP[key] == mg.SEARCH_PROBE_MAX
+    # a probe that pays (proves the optimum) brings the gap back to SEARCH_PROBE_EVERY
+    pays[0] = True
+    mg._SEARCH_SKIPS[key] = mg.SEARCH_PROBE_MAX - 1
+    assert probed()
+    assert mg._SEARCH_PROBE_GAP[key] == first
+
+
 def test_the_search_is_skipped_for_tabu_when_its_build_would_not_fit(monkeypatch):
     import mgmatch.solvers.mgmatch as mg
 
