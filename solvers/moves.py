@@ -134,6 +134,19 @@ def _score(curt, ptr_m, ch_i, ch_p, until, it, D, L, Lr, b1, ptr, ridx, rcoef, l
             nsel += 1
             for g in range(G):
                 bad0[g] += far[i, g]
+    # what moving player i to position p changes: one vector add per moved player below
+    DZ = np.empty((N, P, H))
+    for i in range(N):
+        for p in range(P):
+            for h in range(H):
+                DZ[i, p, h] = L[i, p, h] - L[i, curp[i], h]
+    RD = Lr.shape[2]
+    DR = np.empty((N, P, RD))
+    for i in range(N):
+        for p in range(P):
+            for r in range(RD):
+                DR[i, p, r] = Lr[i, p, r] - Lr[i, curp[i], r]
+    zacc = np.empty(H)
     by_skill = np.empty(nsel, np.int64)
     s_ = 0
     for i in np.argsort(skill):
@@ -185,7 +198,7 @@ def _score(curt, ptr_m, ch_i, ch_p, until, it, D, L, Lr, b1, ptr, ridx, rcoef, l
     pseen = np.zeros(max(n_party, 1), np.bool_)
     for m in range(M):
         for h in range(H):
-            z[m, h] = z0[h]
+            zacc[h] = z0[h]
         nt = 0
         for g in range(G):
             dbad[g] = 0.0
@@ -207,10 +220,10 @@ def _score(curt, ptr_m, ch_i, ch_p, until, it, D, L, Lr, b1, ptr, ridx, rcoef, l
             dcnt[p0] -= 1
             dcnt[p1] += 1
             for h in range(H):
-                z[m, h] += L[i, p1, h] - L[i, p0, h]
+                zacc[h] += DZ[i, p1, h]
             if dense:
                 for r in range(R):
-                    delta[r] += Lr[i, p1, r] - Lr[i, p0, r]
+                    delta[r] += DR[i, p1, r]
             else:
                 for k in range(ptr[i * P + p0], ptr[i * P + p0 + 1]):
                     r = ridx[k]
@@ -231,6 +244,8 @@ def _score(curt, ptr_m, ch_i, ch_p, until, it, D, L, Lr, b1, ptr, ridx, rcoef, l
                 for g in range(G):
                     dbad[g] += sgn * far[i, g]
         tabu[m] = is_tabu
+        for h in range(H):
+            z[m, h] = zacc[h]
         nb = base
         if not valid:
             nb += 1 << 20
@@ -361,7 +376,7 @@ class MoveScorer:
         layers = [(np.asarray(w, dtype=np.float64), np.asarray(b, dtype=np.float64))
                   for w, b in problem.model.head_weights]
         (w1, b1), self.rest = layers[0], layers[1:]
-        self.rest32 = [(w.astype(np.float32), b.astype(np.float32)) for w, b in self.rest]
+        self.rest32 = [(np.ascontiguousarray(w, dtype=np.float32), b.astype(np.float32)) for w, b in self.rest]
         E = np.asarray(problem.embeddings, dtype=np.float64)
         e = E.shape[1]
         L = np.zeros((N, P, w1.shape[0]))
@@ -547,7 +562,7 @@ class MoveScorer:
         """Objective values [M] (rank with them; report :meth:`Problem.objective`), rules broken [M]
         and tabu [M] (a moved player has ``until > it``) of the moves from ``cur`` [N]."""
         M = moves.ptr.size - 1
-        z = np.empty((M, self.b1.shape[0]))
+        z = np.empty((M, self.b1.shape[0]), dtype=np.float32)  # ranking values: float32 is enough
         broken = np.empty(M, dtype=np.int64)
         tabu = np.empty(M, dtype=np.bool_)
         if until is None:
@@ -564,17 +579,12 @@ class MoveScorer:
     def head(self, z: np.ndarray) -> np.ndarray:
         """Engagement [M] from first-layer pre-activations [M, H]."""
         if not self.rest:
-            return z[:, 0]
-        h = np.maximum(z, 0.0)
-        if h.shape[0] > 256:  # a big batch in float32 (BLAS), as Problem.objectives does
-            h = h.astype(np.float32)
-            layers = self.rest32
-        else:
-            layers = self.rest
-        for k, (w, b) in enumerate(layers):
+            return z[:, 0].astype(np.float64)
+        h = np.maximum(z, np.float32(0.0))
+        for k, (w, b) in enumerate(self.rest32):  # float32 (BLAS), as Problem.objectives does
             h = h @ w.T + b
-            if k < len(layers) - 1:
-                h = np.maximum(h, 0.0)
+            if k < len(self.rest32) - 1:
+                h = np.maximum(h, np.float32(0.0))
         return h[:, 0].astype(np.float64)
 
 
@@ -742,7 +752,7 @@ def warm() -> None:
                np.zeros(1), np.zeros(5, dtype=np.int64), e64, np.zeros(0), np.zeros(0), np.zeros(0), e64,
                e64, i64, e64, e64, e64, np.zeros(0, dtype=np.bool_), np.zeros(3, dtype=np.int64), e64,
                np.ones(1, dtype=np.int64), np.zeros(2), -1.0,
-               np.zeros((2, 0)), False, np.full(2, -1, dtype=np.int64), i64, e64, np.zeros((1, 1)),
+               np.zeros((2, 0)), False, np.full(2, -1, dtype=np.int64), i64, e64, np.zeros((1, 1), dtype=np.float32),
                np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.bool_))
         neighbourhood(cur, [np.asarray([0, 1])], rotations=1)
         _warmed = True

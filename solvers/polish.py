@@ -31,9 +31,9 @@ from mgmatch.core.problem import Problem
 from .moves import neighbourhood, scorer_of
 
 #: improving-looking moves whose exact objective is computed per round, best first (the ranking is
-#: float32, within RANK_SLACK of the exact value)
+#: float32, within RANK_SLACK of the exact value, relative)
 EXACT_TRIES = 4
-RANK_SLACK = 1e-6
+RANK_SLACK = 1e-5
 #: an improvement below this (absolute) is treated as none: it stops cycling on float noise
 MIN_GAIN = 1e-9
 
