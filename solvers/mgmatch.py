@@ -368,7 +368,9 @@ class MGMatchSolver:
         best, best_obj = start, (None if start is None else problem.objective(start))
         size = BuildClock.size(problem.compiled)
         mip = None
-        if ENGAGEMENT_BUILDS.expected_s(size) <= stop - t1:  # else no time to build: polish the start
+        if ENGAGEMENT_BUILDS.expected_s(size) > stop - t1:  # no time to build: polish the start
+            ENGAGEMENT_BUILDS.skipped()
+        else:
             try:
                 mip = MipModel.build(problem.compiled, checker=problem.checker, settings="exact", deadline=stop)
                 mip.add_engagement_objective(problem, deadline=stop)
@@ -409,6 +411,8 @@ class MGMatchSolver:
         res = polish(problem, team_of, deadline=deadline, round_s=max(pace, POLISH_ROUNDS.expected_s(size)))
         if res.measured_round_s > 0:
             POLISH_ROUNDS.record(res.measured_round_s, size)
+        elif not res.local_optimum:
+            POLISH_ROUNDS.skipped()  # no round fitted at the measured pace
         return res
 
     def _tabu_share(self, left_s: float | None, key: tuple | None = None) -> float:
@@ -440,6 +444,7 @@ class MGMatchSolver:
         tabu search on assignments (``stats["tabu_*"]``)."""
         t0 = time.perf_counter()
         if t0 + pace >= stop:
+            POLISH_ROUNDS.skipped()  # the pace given is polishing's
             return best, best_obj
         if self.selection and selection_applicable(problem):
             sel = selection_search(problem, best, stop, seed=self.seed)
@@ -519,6 +524,7 @@ class MGMatchSolver:
                 # late): at 20 ms on 12v12, build times vary 5–10 ms with what ran just before,
                 # and skipping left 9 of 40 pools unanswered
                 if starts and SURROGATE_BUILDS.expected_s(size) > stop - time.perf_counter():
+                    SURROGATE_BUILDS.skipped()
                     raise BuildInterrupted("no time to build the surrogate MIP (measured build times)")
                 mip = MipModel.build(problem.compiled, checker=problem.checker, fast=True, deadline=stop)
                 SURROGATE_BUILDS.record(time.perf_counter() - t1, size)
@@ -586,6 +592,8 @@ class MGMatchSolver:
         polished, moves = 0, 0
         for k in order:
             if time.perf_counter() + pace >= polish_stop:
+                if not polished:
+                    POLISH_ROUNDS.skipped()
                 break
             res_p = self._polish(problem, cands[k], polish_stop, pace)
             pace = max(pace, res_p.round_s)

@@ -72,9 +72,11 @@ class BuildClock:
     starting it only made the answer (no_solution either way) late.
     """
 
-    def __init__(self, keep: int = 16) -> None:
+    def __init__(self, keep: int = 16, forget_every: int = 4) -> None:
         self.keep = keep
+        self.forget_every = forget_every
         self.rates: list[float] = []
+        self.skips = 0
 
     @staticmethod
     def size(compiled: Compiled, objective_terms: int = 0) -> int:
@@ -82,6 +84,18 @@ class BuildClock:
 
     def record(self, seconds: float, size: int) -> None:
         self.rates = self.rates[-(self.keep - 1):] + [seconds / max(1, size)]
+
+    def skipped(self) -> None:
+        """A caller skipped its work because :meth:`expected_s` said it cannot fit. Every
+        ``forget_every``-th skip forgets the largest rate: a stage that is not run is not measured
+        again, so without this a few slow moments (a busy machine, a collection) could lock it out
+        for the rest of the process (once, every 12v12-deep solve of a bench process answered after
+        its surrogate stage, at ~16 ms, whatever the budget)."""
+        self.skips += 1
+        if self.skips % self.forget_every == 0 and self.rates:
+            rates = list(self.rates)
+            rates.remove(max(rates))
+            self.rates = rates
 
     def expected_s(self, size: int) -> float:
         """Expected seconds to build a model of ``size`` (0 before any build was measured)."""
@@ -175,6 +189,7 @@ class MipModel:
         # measured time (SCIP_READS) does not fit before the deadline
         size = BuildClock.size(compiled)
         if deadline is not None and time.perf_counter() + SCIP_READS.expected_s(size) >= deadline:
+            SCIP_READS.skipped()
             raise BuildInterrupted("no time left to read the MIP into SCIP (measured read times)")
         t0 = time.perf_counter()
         m = new_model(settings, threads)

@@ -337,6 +337,45 @@ def test_build_clock_is_an_upper_quartile_of_recent_rates():
     assert clock.expected_s(200) == pytest.approx(2 * 0.04)
 
 
+def test_a_skipped_stage_forgets_its_largest_rate_every_few_skips():
+    clock = BuildClock(keep=16, forget_every=4)
+    for rate in (1.0, 2.0, 3.0, 1e3):
+        clock.record(rate, 1)
+    before = clock.expected_s(1)
+    for _ in range(3):
+        clock.skipped()
+    assert clock.expected_s(1) == before  # three skips: nothing forgotten yet
+    clock.skipped()
+    assert sorted(clock.rates) == [1.0, 2.0, 3.0] and clock.expected_s(1) < before
+    for _ in range(12):
+        clock.skipped()
+    assert clock.rates == [] and clock.expected_s(1) == 0.0  # measured again at its next chance
+
+
+def test_polishing_and_tabu_locked_out_by_slow_moments_come_back(monkeypatch):
+    """Rates inflated by slow moments (here planted: 1 s per unit) keep polishing and tabu search
+    from starting; since a stage that does not run is not measured, the skips themselves must
+    wear the estimate down, or every later solve would answer right after the surrogate stage."""
+    from mgmatch.solvers import tabu as tabu_mod
+
+    pr, = problems("12v12", 1)
+    slow_polish, slow_tabu = BuildClock(), BuildClock()
+    for _ in range(6):
+        slow_polish.record(1.0, 1)
+        slow_tabu.record(1.0, 1)
+    monkeypatch.setattr(mg, "POLISH_ROUNDS", slow_polish)
+    monkeypatch.setattr(tabu_mod, "TABU_ROUNDS", slow_tabu)
+    monkeypatch.setattr(mg, "_SEARCH_HITS", {})
+    solver = mg.MGMatchSolver(GradientPredictor(), policy="pipeline")
+    ran = []
+    for _ in range(40):
+        sol = solver.solve(pr, Budget.of(60))
+        assert sol.has_assignment and sol.time_ms <= 60 + 5
+        ran.append(sol.stats.get("polish_moves", 0) > 0 or sol.stats.get("tabu_iterations", 0) > 0)
+    assert not ran[0]  # locked out at first
+    assert all(ran[-5:])  # then measured again, and running
+
+
 def test_no_polish_round_is_started_that_the_measured_pace_says_cannot_finish(monkeypatch):
     pr, = problems("12v12", 1)
     slow = BuildClock()
