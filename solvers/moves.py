@@ -701,8 +701,8 @@ def _fill(t, sel, bench, unit_ptr, unit_members, picks, ptr, pl, tm):  # pragma:
 
 def neighbourhood(cur: np.ndarray, units: list[np.ndarray], rotations: int = 0,
                   rng: np.random.Generator | None = None) -> Moves:
-    """The moves of :func:`~mgmatch.solvers.polish.candidate_moves` (team swaps, bench swaps, party
-    swaps) and, with ``rotations`` > 0, at most that many three-player rotations (a benched player
+    """The polish neighbourhood (team swaps, bench swaps, party swaps: a whole party with another
+    of its size elsewhere) and, with ``rotations`` > 0, at most that many three-player rotations (a benched player
     k takes selected i's slot, i takes the slot of q on another team, q goes to the bench; a
     seeded random draw, with repeats, when there are more)."""
     t = np.ascontiguousarray(cur, dtype=np.int64)

@@ -49,51 +49,6 @@ class PolishResult:
     measured_round_s: float = 0.0  # the longest round this call timed (0: none ran); round_s also counts the pace given
 
 
-def candidate_moves(team_of: np.ndarray, units: list[np.ndarray]) -> np.ndarray:
-    """All candidate neighbours of ``team_of`` as a batch [M, N]."""
-    t = np.asarray(team_of)
-    N = t.shape[0]
-    sel = np.flatnonzero(t >= 0)
-    bench = np.flatnonzero(t < 0)
-    out = []
-    # team swaps: i, k selected on different teams
-    if sel.size:
-        a, b = np.triu_indices(sel.size, 1)
-        i, k = sel[a], sel[b]
-        keep = t[i] != t[k]
-        i, k = i[keep], k[keep]
-        if i.size:
-            m = np.repeat(t[None, :], i.size, axis=0)
-            r = np.arange(i.size)
-            m[r, i], m[r, k] = t[k], t[i]
-            out.append(m)
-    # bench swaps: i selected leaves, k from the bench takes its team
-    if sel.size and bench.size:
-        i = np.repeat(sel, bench.size)
-        k = np.tile(bench, sel.size)
-        m = np.repeat(t[None, :], i.size, axis=0)
-        r = np.arange(i.size)
-        m[r, k] = t[i]
-        m[r, i] = -1
-        out.append(m)
-    # unit swaps: a party moves as one block with another party or the same number of singles
-    for u in units:
-        team_u = t[u[0]]
-        if not (t[u] == team_u).all():
-            continue
-        for v in units:
-            if v is u or v.size != u.size or not (t[v] == t[v[0]]).all() or t[v[0]] == team_u:
-                continue
-            if team_u < 0 and t[v[0]] < 0:
-                continue
-            m = t.copy()
-            m[u], m[v] = t[v[0]], team_u
-            out.append(m[None, :])
-    if not out:
-        return np.empty((0, N), dtype=t.dtype)
-    return np.concatenate(out, axis=0)
-
-
 def polish(problem: Problem, team_of: np.ndarray, deadline: float | None = None,
            max_rounds: int = 1000, round_s: float = 0.0) -> PolishResult:
     """Improve a feasible assignment by best-improvement local search until ``deadline``.

@@ -11,11 +11,11 @@ from mgmatch.core.compiler import parties
 from mgmatch.core.problem import Problem
 from mgmatch.core.rules import RULE_KINDS
 from mgmatch.solvers.moves import Moves, MoveScorer, neighbourhood, scorer_of
-from mgmatch.solvers.polish import candidate_moves, polish
+from mgmatch.solvers.polish import polish
 from mgmatch.solvers.tabu import tabu_search
 
 from .test_exact import random_problem
-from .test_mgmatch import problems
+from .test_mgmatch import candidate_moves, problems
 
 
 def random_state(pr: Problem, rng: np.random.Generator) -> np.ndarray:
