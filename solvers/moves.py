@@ -426,7 +426,7 @@ class MoveScorer:
                 accepts[role] = np.asarray([role in (p.roles or ()) for p in inst.players], dtype=bool)
             return accepts[role]
 
-        skill = np.asarray(problem.checker.skill, dtype=np.float64)
+        skill = np.ascontiguousarray(problem.checker.skill, dtype=np.float64)
         sizes = np.asarray(inst.sizes, dtype=np.int64)
         if_row: list[int] = []
         if_ptr = [0]
