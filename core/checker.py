@@ -37,7 +37,8 @@ from .rules import (
 TOL = 1e-6
 
 
-def _tol(rhs: float) -> float:
+def tolerance(rhs: float) -> float:
+    """How far past a bound ``rhs`` an activity may go and still count as meeting it."""
     return TOL * max(1.0, abs(rhs))
 
 
@@ -107,7 +108,7 @@ class Checker:
         best = None
         for r, name in enumerate(self.regions):
             col = p[:, r]
-            if np.all(col <= self.max_ping + _tol(self.max_ping)):
+            if np.all(col <= self.max_ping + tolerance(self.max_ping)):
                 key = (float(col.max()), float(col.mean()), name)
                 if best is None or key < best:
                     best = key
@@ -136,7 +137,7 @@ class Checker:
         # one gather and one product for all terms (a batch of 2 000 candidates against ~20
         # rules of 2–4 terms: the per-term loop was a quarter of a tabu iteration on 12v12)
         act = (T[:, idx] == team).astype(np.float64) @ coef if idx.size else np.zeros(T.shape[0])
-        t = _tol(e.rhs)
+        t = tolerance(e.rhs)
         if e.sense == "<=":
             return act <= e.rhs + t
         if e.sense == ">=":
@@ -154,18 +155,18 @@ class Checker:
         assert isinstance(c, AnyOf)
         return np.logical_or.reduce(vals)
 
-    def _accepts(self, role: str) -> np.ndarray:
+    def accepts(self, role: str) -> np.ndarray:
         """bool [N]: which players accept ``role`` (computed once per role)."""
         return self._memo("accepts", role, lambda: np.asarray(
             [role in (p.roles or ()) for p in self.inst.players], dtype=bool))
 
-    def _hall(self, rule: RolesRule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def hall(self, rule: RolesRule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Hall's condition for a roles rule as matrices (computed once per rule): ``can`` [N, S]
         (player accepts a role of subset S, float32), ``need`` [S] (slots of S), ``none`` [N]
         (accepts no slot role, float32), over every non-empty subset S of the slot roles."""
         def make():
             roles = [r for r, c in rule.slots.items() if c > 0]
-            acc = (np.stack([self._accepts(r) for r in roles], axis=1) if roles
+            acc = (np.stack([self.accepts(r) for r in roles], axis=1) if roles
                    else np.zeros((self.N, 0), dtype=bool))  # [N, R]
             subsets = [S for size in range(1, len(roles) + 1) for S in combinations(range(len(roles)), size)]
             can = np.stack([acc[:, list(S)].any(1) for S in subsets], axis=1) if subsets else np.zeros((self.N, 0))
@@ -183,28 +184,28 @@ class Checker:
             # Hall's condition: a team whose size equals the slot total can fill every slot iff
             # every set S of roles has at least Σ_{r∈S} count_r members accepting a role of S;
             # members accepting none of the slot roles can fill nothing. One product per team.
-            can, need, none = self._hall(rule)
+            can, need, none = self.hall(rule)
             ok = np.ones(T.shape[0], dtype=bool)
             for j in range(self.D):
                 member = (T == j).astype(np.float32)
                 ok &= (member @ can >= need - 0.5).all(1) & (member @ none < 0.5)
             return ok
         if isinstance(rule, RoleMinRule):
-            acc = self._accepts(rule.role)
+            acc = self.accepts(rule.role)
             return np.all([((T == j) & acc).sum(1) >= rule.min for j in range(self.D)], axis=0)
         if isinstance(rule, RoleMaxRule):
-            acc = self._accepts(rule.role)
+            acc = self.accepts(rule.role)
             return np.all([((T == j) & acc).sum(1) <= rule.max for j in range(self.D)], axis=0)
         if isinstance(rule, SkillBalanceRule):
             means = np.stack([((T == j) * self.skill).sum(1) / self.inst.sizes[j] for j in range(self.D)], axis=1)
             ok = np.ones(T.shape[0], dtype=bool)
             for j, m in combinations(range(self.D), 2):
-                ok &= np.abs(means[:, j] - means[:, m]) <= rule.max_diff + _tol(rule.max_diff)
+                ok &= np.abs(means[:, j] - means[:, m]) <= rule.max_diff + tolerance(rule.max_diff)
             return ok
         if isinstance(rule, SkillSpreadRule):
             hi = np.where(sel, self.skill, -np.inf).max(1)
             lo = np.where(sel, self.skill, np.inf).min(1)
-            return (hi - lo <= rule.max_spread + _tol(rule.max_spread)) | ~sel.any(1)
+            return (hi - lo <= rule.max_spread + tolerance(rule.max_spread)) | ~sel.any(1)
         if isinstance(rule, PartyTogetherRule):
             ok = np.ones(T.shape[0], dtype=bool)
             for members in self.parties.values():
@@ -218,7 +219,7 @@ class Checker:
         if isinstance(rule, MaxPingRule):
             if not self.regions:
                 return ~sel.any(1)
-            far = (self.ping > self.max_ping + _tol(self.max_ping)).astype(np.float32)  # [N, R]
+            far = (self.ping > self.max_ping + tolerance(self.max_ping)).astype(np.float32)  # [N, R]
             # some region reached by every selected player: no selected player is far from it
             # (one product: the [B, N, R] broadcast took 3.8 ms for 2 000 candidates on 12v12)
             return ((sel.astype(np.float32) @ far) < 0.5).any(1)
@@ -237,7 +238,7 @@ class Checker:
         if isinstance(rule, RolesRule):
             return f"a team cannot fill the role slots {dict(rule.slots)} with distinct members"
         if isinstance(rule, (RoleMinRule, RoleMaxRule)):
-            acc = self._accepts(rule.role)
+            acc = self.accepts(rule.role)
             counts = [int(((t == j) & acc).sum()) for j in range(self.D)]
             bound = f"min {rule.min}" if isinstance(rule, RoleMinRule) else f"max {rule.max}"
             return f"members accepting {rule.role!r} per team are {counts}, {bound}"

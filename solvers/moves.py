@@ -37,6 +37,7 @@ import numba
 import numpy as np
 from numba import njit
 
+from mgmatch.core.checker import tolerance
 from mgmatch.core.problem import Problem
 from mgmatch.core.rules import (
     All,
@@ -62,15 +63,10 @@ from mgmatch.core.rules import (
 if not os.environ.get("NUMBA_CACHE_DIR") and not os.access(os.path.dirname(os.path.abspath(__file__)), os.W_OK):
     numba.config.CACHE_DIR = os.path.join(tempfile.gettempdir(), f"mgmatch-numba-{os.getuid()}")
 
-TOL = 1e-6  # the checker's relative tolerance (mgmatch.core.checker)
 #: with at most this many rows every row is checked per move; with more, only the rows it touches
 DENSE_ROWS = 96
 #: postfix program opcodes of an ``if`` condition
 OP_LIT, OP_AND, OP_OR = 0, 1, 2
-
-
-def _tol(rhs: float) -> float:
-    return TOL * max(1.0, abs(rhs))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -101,6 +97,20 @@ def _if_broken(f, newp, curp, if_row, if_ptr, op_code, op_a, op_b, op_neg, stack
         if a < lo[r] or a > hi[r]:
             return 1
     return 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _touch(start, end, sign, ridx, rcoef, delta, touched, tl, nt):  # pragma: no cover - compiled
+    """Add ``sign`` × the row entries ``start:end`` to ``delta``, listing newly touched rows in
+    ``tl``; the new count of touched rows."""
+    for k in range(start, end):
+        r = ridx[k]
+        if not touched[r]:
+            touched[r] = True
+            tl[nt] = r
+            nt += 1
+        delta[r] += sign * rcoef[k]
+    return nt
 
 
 @njit(cache=True, nogil=True)
@@ -225,20 +235,8 @@ def _score(curt, ptr_m, ch_i, ch_p, until, it, D, L, Lr, b1, ptr, ridx, rcoef, l
                 for r in range(R):
                     delta[r] += DR[i, p1, r]
             else:
-                for k in range(ptr[i * P + p0], ptr[i * P + p0 + 1]):
-                    r = ridx[k]
-                    if not touched[r]:
-                        touched[r] = True
-                        tl[nt] = r
-                        nt += 1
-                    delta[r] -= rcoef[k]
-                for k in range(ptr[i * P + p1], ptr[i * P + p1 + 1]):
-                    r = ridx[k]
-                    if not touched[r]:
-                        touched[r] = True
-                        tl[nt] = r
-                        nt += 1
-                    delta[r] += rcoef[k]
+                nt = _touch(ptr[i * P + p0], ptr[i * P + p0 + 1], -1.0, ridx, rcoef, delta, touched, tl, nt)
+                nt = _touch(ptr[i * P + p1], ptr[i * P + p1 + 1], 1.0, ridx, rcoef, delta, touched, tl, nt)
             if has_ping and (p0 < D) != (p1 < D):
                 sgn = 1.0 if p1 < D else -1.0
                 for g in range(G):
@@ -307,12 +305,12 @@ def _score(curt, ptr_m, ch_i, ch_p, until, it, D, L, Lr, b1, ptr, ridx, rcoef, l
             mx = -np.inf
             for s_ in range(nsel):  # the lowest selected player who stays
                 i = by_skill[s_]
-                if newp[i] < 0 or newp[i] < D:
+                if newp[i] < D:  # unchanged (−1) or still on a team
                     mn = skill[i]
                     break
             for s_ in range(nsel - 1, -1, -1):
                 i = by_skill[s_]
-                if newp[i] < 0 or newp[i] < D:
+                if newp[i] < D:  # unchanged (−1) or still on a team
                     mx = skill[i]
                     break
             for c in range(ptr_m[m], ptr_m[m + 1]):
@@ -408,7 +406,7 @@ class MoveScorer:
             ent_c.append(np.asarray(c, dtype=np.float64) if np.ndim(c) else np.full(i.size, c, dtype=np.float64))
 
         def linear(expr: LinearExpr, cond: int = -1) -> int:
-            t = _tol(expr.rhs)
+            t = tolerance(expr.rhs)
             low = expr.rhs - t if expr.sense in (">=", "==") else -np.inf
             high = expr.rhs + t if expr.sense in ("<=", "==") else np.inf
             r = new_row(low, high, cond)
@@ -419,20 +417,13 @@ class MoveScorer:
                 add(i, p, r, c)
             return r
 
-        accepts = {}
-
-        def acc(role: str) -> np.ndarray:
-            if role not in accepts:
-                accepts[role] = np.asarray([role in (p.roles or ()) for p in inst.players], dtype=bool)
-            return accepts[role]
-
-        skill = np.ascontiguousarray(problem.checker.skill, dtype=np.float64)
+        chk = problem.checker  # its role, Hall, skill, ping and party tables (the pipeline builds it anyway)
+        skill = np.ascontiguousarray(chk.skill, dtype=np.float64)
         sizes = np.asarray(inst.sizes, dtype=np.int64)
         if_row: list[int] = []
         if_ptr = [0]
         ops: list[tuple[int, int, int, bool]] = []
         spread = -1.0
-        ping_max = None
         for rule in inst.rules:
             if isinstance(rule, LinearRule):
                 linear(rule.expr)
@@ -441,32 +432,27 @@ class MoveScorer:
                 if_row.append(linear(rule.then, cond=f))
                 self._program(rule.when, index, D, ops)
                 if_ptr.append(len(ops))
-            elif isinstance(rule, RolesRule):
-                roles = [r for r, c in rule.slots.items() if c > 0]
-                a = np.stack([acc(r) for r in roles], axis=1) if roles else np.zeros((N, 0), dtype=bool)
-                for size in range(1, len(roles) + 1):
-                    for S in combinations(range(len(roles)), size):
-                        can = a[:, list(S)].any(1)
-                        need = sum(rule.slots[roles[s]] for s in S)
-                        for j in range(D):
-                            add(np.flatnonzero(can), j, new_row(need - 0.5, np.inf), 1.0)
-                none = ~a.any(1)
+            elif isinstance(rule, RolesRule):  # the checker's Hall rows, one per role subset and team
+                can, need, none = chk.hall(rule)
+                for s in range(need.size):
+                    for j in range(D):
+                        add(np.flatnonzero(can[:, s]), j, new_row(float(need[s]) - 0.5, np.inf), 1.0)
                 for j in range(D):
                     add(np.flatnonzero(none), j, new_row(-np.inf, 0.5), 1.0)
             elif isinstance(rule, (RoleMinRule, RoleMaxRule)):
-                members = np.flatnonzero(acc(rule.role))
+                members = np.flatnonzero(chk.accepts(rule.role))
                 for j in range(D):
                     r = (new_row(rule.min - 0.5, np.inf) if isinstance(rule, RoleMinRule)
                          else new_row(-np.inf, rule.max + 0.5))
                     add(members, j, r, 1.0)
             elif isinstance(rule, SkillBalanceRule):
-                bound = rule.max_diff + _tol(rule.max_diff)
+                bound = rule.max_diff + tolerance(rule.max_diff)
                 for j, m in combinations(range(D), 2):
                     r = new_row(-bound, bound)
                     add(np.arange(N), j, r, skill / sizes[j])
                     add(np.arange(N), m, r, -skill / sizes[m])
             elif isinstance(rule, SkillSpreadRule):
-                s = rule.max_spread + _tol(rule.max_spread)
+                s = rule.max_spread + tolerance(rule.max_spread)
                 spread = s if spread < 0 else min(spread, s)
             elif isinstance(rule, PartyTogetherRule):
                 pass  # checked from the party lists below
@@ -483,7 +469,7 @@ class MoveScorer:
                         add(a_, j, r, 1.0)
                         add(b_, j, r, 1.0)
             elif isinstance(rule, MaxPingRule):
-                ping_max = rule.max_ms if ping_max is None else min(ping_max, rule.max_ms)
+                pass  # checked from the checker's ping table below
             elif isinstance(rule, IncludeRule):
                 for p in rule.players:
                     r = new_row(0.5, np.inf)
@@ -525,15 +511,13 @@ class MoveScorer:
         self.pif_ptr = np.searchsorted(np.asarray([a for a, _ in named], dtype=np.int64), np.arange(N + 1)).astype(np.int64)
         self.pif = np.asarray([f for _, f in named], dtype=np.int64)
         self.sizes, self.skill, self.spread = sizes, skill, float(spread)
-        if ping_max is None:
+        if chk.max_ping is None:  # the tightest max_ping rule (the match has one host region)
             self.far = np.zeros((N, 0))
             self.has_ping = False
         else:
-            chk = problem.checker  # its ping table [N, regions] (the pipeline builds the checker anyway)
-            self.far = np.ascontiguousarray(chk.ping > ping_max + _tol(ping_max), dtype=np.float64)
+            self.far = np.ascontiguousarray(chk.ping > chk.max_ping + tolerance(chk.max_ping), dtype=np.float64)
             self.has_ping = True
-        groups = (list(problem.checker.parties.values()) if any(isinstance(r, PartyTogetherRule) for r in inst.rules)
-                  else [])
+        groups = list(chk.parties.values()) if any(isinstance(r, PartyTogetherRule) for r in inst.rules) else []
         self.party_ptr = np.cumsum([0] + [len(m) for m in groups]).astype(np.int64)
         self.party_members = np.asarray([i for m in groups for i in m], dtype=np.int64)
         self.party_of = np.full(N, -1, dtype=np.int64)

@@ -71,6 +71,21 @@ def test_scorer_agrees_with_the_checker_on_every_rule_kind(seed):
         assert_parity(pr, cur, random_moves(cur, teams, rng, 150))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_touched_rows_path_agrees_too(monkeypatch, seed):
+    """Pools with more than DENSE_ROWS rows track only the rows a move touches: the same verdicts."""
+    import mgmatch.solvers.moves as moves_mod
+
+    monkeypatch.setattr(moves_mod, "DENSE_ROWS", 0)
+    rng = np.random.default_rng(50 + seed)
+    pr = random_problem(200 + seed, 2, [3, 3], 9, list(RULE_KINDS), plant=True)
+    assert MoveScorer(pr).Lr.shape[2] == 0  # the touched-rows path
+    units = [np.asarray(m) for m in parties(pr.instance).values()]
+    for cur in [pr.extra["witness"], random_state(pr, rng)]:
+        assert_parity(pr, cur, neighbourhood(cur, units, rotations=200, rng=rng))
+        assert_parity(pr, cur, random_moves(cur, 2, rng, 150))
+
+
 def test_scorer_agrees_with_the_checker_on_the_presets():
     rng = np.random.default_rng(3)
     feasible = 0
