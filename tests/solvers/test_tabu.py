@@ -171,11 +171,19 @@ def test_tabu_runs_before_the_search_when_scip_search_has_not_been_paying(monkey
 
 def test_probes_of_a_search_that_does_not_pay_grow_rarer_and_reset_when_one_pays(monkeypatch):
     import mgmatch.solvers.mgmatch as mg
+    import mgmatch.solvers.mip as mip_mod
+    import mgmatch.solvers.tabu as tabu_mod
+    from mgmatch.solvers.mip import BuildClock
     from mgmatch.solvers.pas import SearchResult
 
     pr = problems("12v12", 1, seed=4)[0]
     start = random_start(pr, 0)
-    key = mg._search_key(pr, Budget.of(60), "mgmatch")
+    key = mg._search_key(pr, Budget.of(150), "mgmatch")
+    # the probe count advances once per solve that reaches the search stage: no pace measured by
+    # earlier tests may send a solve down another path (a skipped surrogate build, no polish)
+    for mod, name in ((mg, "SURROGATE_BUILDS"), (mg, "POLISH_ROUNDS"), (tabu_mod, "TABU_ROUNDS"),
+                      (mip_mod, "SCIP_READS")):
+        monkeypatch.setattr(mod, name, BuildClock())
     monkeypatch.setattr(mg, "_SEARCH_HITS", {key: [False] * mg.SEARCH_MIN_SEEN})
     monkeypatch.setattr(mg, "_SEARCH_SKIPS", {})
     monkeypatch.setattr(mg, "_SEARCH_PROBE_GAP", {})
@@ -184,7 +192,7 @@ def test_probes_of_a_search_that_does_not_pay_grow_rarer_and_reset_when_one_pays
     monkeypatch.setattr(mg, "true_search", lambda *a, **k: SearchResult(None, None, pays[0], 1, {"search_ms": 1.0}))
 
     def probed() -> bool:
-        sol = MGMatchSolver(FixedPredictor(start), policy="pipeline").solve(pr, Budget.of(60))
+        sol = MGMatchSolver(FixedPredictor(start), policy="pipeline").solve(pr, Budget.of(150))
         assert sol.has_assignment
         return bool(sol.stats.get("search_probe"))
 
