@@ -90,7 +90,7 @@ def polish(problem: Problem, team_of: np.ndarray, deadline: float | None = None,
         t_round = time.perf_counter()
         moves = neighbourhood(cur, units)
         if len(moves) == 0:
-            break
+            return confirmed(True)  # no neighbour at all: a local optimum
         vals, broken, _ = scorer.score(cur, moves)
         # feasible moves that look improving, best first (float32 ranking; the exact float64
         # objective decides)
