@@ -14,7 +14,7 @@ from mgmatch.core.solution import Solution
 
 from .base import Budget, register
 from .enumerate import best_assignment, count_assignments
-from .mip import ENGAGEMENT_BUILDS, BuildClock, BuildInterrupted, MipModel
+from .mip import ENGAGEMENT_BUILDS, BuildClock, BuildInterrupted, MipModel, released
 
 #: ``exact`` enumerates when an instance has at most this many assignments, else runs SCIP.
 #: Measured on 30 3v3 preset instances (seed 2, quiet machine, current ``exact`` SCIP preset,
@@ -45,7 +45,10 @@ class ScipSolver:
         self.last_stats: dict = {}
 
     def solve(self, problem: Problem, budget: Budget, method: str | None = None) -> Solution:
-        method = method or self.name
+        with released():  # its SCIP instance serves the next solve's build
+            return self._solve(problem, budget, method or self.name)
+
+    def _solve(self, problem: Problem, budget: Budget, method: str) -> Solution:
         t0 = time.perf_counter()
         # the budget counts building: a build that cannot fit is not started (measured build
         # times, ENGAGEMENT_BUILDS), one that runs past the deadline is abandoned, and SCIP's own
@@ -59,7 +62,7 @@ class ScipSolver:
             return problem.solution(None, "no_solution", method, budget.elapsed_ms())
         try:
             mip = MipModel.build(problem.compiled, checker=problem.checker, settings=self.settings,
-                                 deadline=budget.deadline())
+                                 deadline=budget.deadline(), reuse=True)
             mip.add_engagement_objective(problem, deadline=budget.deadline())
         except BuildInterrupted:
             self.last_stats = {"status": "no_time", "build_s": time.perf_counter() - t0, "time_limit_s": None}

@@ -68,20 +68,22 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from mgmatch.core.compiler import parties
 from mgmatch.core.errors import InvalidInput
 from mgmatch.core.problem import Problem
+from mgmatch.core.rules import PartyTogetherRule
 from mgmatch.core.solution import Solution
 
 from .base import Budget, register
 from .enumerate import best_assignment
-from .mip import ENGAGEMENT_BUILDS, SURROGATE_BUILDS, BuildClock, BuildInterrupted, MipModel
+from .mip import ENGAGEMENT_BUILDS, SURROGATE_BUILDS, BuildClock, BuildInterrupted, MipModel, released
 from .moves import warm as warm_moves
 from .pas import TR_DELTA, TR_FRACTION, true_search
 from .policy import PATHS, Choice, choose, enumerate_chunk, use_trained_predictor
 from .polish import PolishResult, polish
 from .selection import applicable as selection_applicable
 from .selection import selection_search, start_from_scores
-from .tabu import tabu_search
+from .tabu import TabuResult, tabu_search
 
 #: default wall-clock budget when the caller gives none (the paper's 3v3 online limit)
 DEFAULT_TIME_LIMIT_MS = 100.0
@@ -91,6 +93,8 @@ DEFAULT_TIME_LIMIT_MS = 100.0
 SURROGATE_SHARE = 0.1
 #: ... but at least this long (seconds) when the budget allows
 SURROGATE_MIN_S = 0.005
+#: after a first feasible assignment, the surrogate solve goes on only with more than this left
+SURROGATE_MORE_S = 2 * SURROGATE_MIN_S
 #: share of the time left after the surrogate spent polishing its answers before the true search.
 #: Tuned on 12v12 seed 2000003: at 50 ms the mean gap went 0.76% (0.15) → 0.55% (0.4) → 0.49%
 #: (0.6); at 100 ms 0.15% (0.15) → 0.10% (0.4) → 0.09% (0.6). 0.5; 3v3 was 0.00% with all of them
@@ -142,6 +146,36 @@ _SEARCH_SKIPS: dict[tuple, int] = {}
 _SEARCH_BUILDS: dict[str, list[float]] = {}
 #: whether each of the last searches (by engagement model and budget) improved or proved
 _SEARCH_HITS: dict[tuple, list[bool]] = {}
+#: **repair first** (``repair_first``, :meth:`MGMatchSolver._repair_first`): when SCIP's search will not
+#: run, tabu search walks the party-whole rounding of P to a feasible assignment and on, with all
+#: the time, instead of the surrogate MIP giving it a start; when it has none by this share of the
+#: time left, the surrogate MIP gets the rest (measured on 120 12v12 pools: 96% are repaired
+#: within 7 ms)
+REPAIR_SHARE = 0.35
+#: ... only where the pipeline would leave tabu search fewer than this many iterations: (time left −
+#: the model's measured surrogate stage) / its measured time per tabu iteration. Measured with
+#: interleaved solves (repair first on, off): 12v12 at 20 ms (~19 iterations after the surrogate
+#: stage) 0.29% against 0.40% and 0.28% against 0.42% (120 pools each); at 50 ms (~90) 0.12%
+#: against 0.11%; pools of 90-100 at 50 ms (~56) 1.21% against 0.77% and 1.24% against 0.69%
+#: (30 pools): the surrogate MIP's choice of who plays from a long bench is worth its time there
+REPAIR_MAX_ITERATIONS = 45
+#: ... and only while repairs succeed: at least REPAIR_MIN_RATE of the last REPAIR_KEEP tries (by
+#: engagement model, budget and method; judged from REPAIR_MIN_SEEN on). A failed try leaves the
+#: surrogate MIP 65% of the time: 12v12-deep at 20 ms repaired 44% of its pools in time, and 5% went
+#: unanswered. While they do not, one solve in REPAIR_RETRY_EVERY tries again (doubling after each
+#: retry that fails, up to REPAIR_RETRY_MAX)
+REPAIR_MIN_RATE = 0.85
+REPAIR_KEEP = 16
+REPAIR_MIN_SEEN = 4
+REPAIR_RETRY_EVERY = 16
+REPAIR_RETRY_MAX = 128
+#: whether each of the last repair-first tries repaired in time, by search key
+_REPAIRS: dict[tuple, list[bool]] = {}
+#: solves since the last retry and the gap between retries, by search key
+_REPAIR_SKIPS: dict[tuple, int] = {}
+_REPAIR_RETRY_GAP: dict[tuple, int] = {}
+#: seconds per tabu iteration lately, by engagement model
+_TABU_PACE: dict[str, list[float]] = {}
 #: time kept for building the Solution after polishing, seconds
 FINISH_RESERVE_S = 0.002
 #: SCIP checks its time limit between nodes and overshoots it by a few ms: stop it this early
@@ -186,14 +220,33 @@ class Predictor(Protocol):
     def predict(self, problems: list[Problem]) -> list[np.ndarray]: ...
 
 
-def round_prediction(p: np.ndarray, sizes: tuple[int, ...] | list[int]) -> np.ndarray:
+def round_prediction(p: np.ndarray, sizes: tuple[int, ...] | list[int],
+                     units: list[np.ndarray] | None = None) -> np.ndarray:
     """Greedy rounding: take (player, team) pairs by decreasing p until every team is full.
 
-    Shapes: p [N, D] → team_of [N] (−1 bench). Always fills every team (N ≥ Σ sizes).
+    With ``units`` (parties: player index arrays), a party is placed whole, by its members' mean
+    p, where its team has room for it; players a party-whole rounding could not place (no team
+    with room for the party) are placed one by one after. Shapes: p [N, D] → team_of [N] (−1 bench).
+    Always fills every team (N ≥ Σ sizes).
     """
     N, D = p.shape
     free = np.asarray(sizes, dtype=np.int64).copy()
     t = np.full(N, -1, dtype=np.int64)
+    if units:
+        groups = [np.asarray(u, dtype=np.int64) for u in units if len(u) > 1]
+        grouped = np.zeros(N, dtype=bool)
+        for g in groups:
+            grouped[g] = True
+        groups += [np.asarray([i]) for i in np.flatnonzero(~grouped)]
+        score = np.stack([p[g].mean(axis=0) for g in groups])  # [units, D]
+        for flat in np.argsort(-score, axis=None, kind="stable"):
+            u, j = divmod(int(flat), D)
+            g = groups[u]
+            if t[g[0]] < 0 and free[j] >= g.size:
+                t[g] = j
+                free[j] -= g.size
+                if not free.any():
+                    return t
     for flat in np.argsort(-p, axis=None, kind="stable"):
         i, j = divmod(int(flat), D)
         if t[i] < 0 and free[j] > 0:
@@ -202,6 +255,13 @@ def round_prediction(p: np.ndarray, sizes: tuple[int, ...] | list[int]) -> np.nd
             if not free.any():
                 break
     return t
+
+
+def party_units(problem: Problem) -> list[np.ndarray] | None:
+    """The parties a ``party_together`` rule keeps whole (player index arrays), else None."""
+    if not any(isinstance(r, PartyTogetherRule) for r in problem.instance.rules):
+        return None
+    return [np.asarray(m, dtype=np.int64) for m in parties(problem.instance).values()]
 
 
 class MGMatchSolver:
@@ -219,7 +279,7 @@ class MGMatchSolver:
                  use_polish: bool = True, warm_start: bool = True, search: bool = True,
                  surrogate_share: float = SURROGATE_SHARE, tr_fraction: float = TR_FRACTION,
                  tr_delta: float = TR_DELTA, policy: str = "auto", tabu_share: float | None = None,
-                 selection: bool = True, seed: int = 0):
+                 selection: bool = True, repair_first: bool = True, seed: int = 0):
         if predictor is None:
             raise InvalidInput("predictor", f"method {name!r} needs a solution predictor "
                                             "(e.g. mgmatch.models.runtime.load_predictor(name)); none was given")
@@ -242,6 +302,7 @@ class MGMatchSolver:
             raise InvalidInput("tabu_share", f"must be within [0, 1] (or None: the measured rule), got {tabu_share!r}")
         self.tabu_share = tabu_share
         self.selection = selection
+        self.repair_first = repair_first
         self.seed = seed
         self.last_choice: Choice | None = None
         warm_moves()  # the local searches' compiled scorer: loaded now, not inside the first budget
@@ -344,14 +405,15 @@ class MGMatchSolver:
             return answer(next(iter(starts.values()), None), "feasible" if starts else "no_solution")
 
         # greedy rounding: a free candidate and the warm start when it is feasible
-        rounded = round_prediction(p, problem.instance.sizes)
+        rounded = round_prediction(p, problem.instance.sizes, party_units(problem))
         rounding_ok = bool(problem.checker.feasible(rounded[None])[0])
         if rounding_ok:
             starts.setdefault(rounded.tobytes(), rounded)
         stats["rounding_feasible"] = rounding_ok
-        if choice.path == "scip":
-            return self._scip_path(problem, budget, p, starts, stats, answer)
-        return self._pipeline(problem, budget, p, starts, stats, answer)
+        with released():  # the SCIP instances built here serve the next solve's builds
+            if choice.path == "scip":
+                return self._scip_path(problem, budget, p, starts, stats, answer)
+            return self._pipeline(problem, budget, p, starts, stats, answer)
 
     def _scip_path(self, problem: Problem, budget: Budget, p: np.ndarray, starts: dict, stats: dict,
                    answer) -> Solution:
@@ -372,7 +434,8 @@ class MGMatchSolver:
             ENGAGEMENT_BUILDS.skipped()
         else:
             try:
-                mip = MipModel.build(problem.compiled, checker=problem.checker, settings="exact", deadline=stop)
+                mip = MipModel.build(problem.compiled, checker=problem.checker, settings="exact", deadline=stop,
+                                     reuse=True)
                 mip.add_engagement_objective(problem, deadline=stop)
                 ENGAGEMENT_BUILDS.record(time.perf_counter() - t1, size)
             except BuildInterrupted:
@@ -427,11 +490,7 @@ class MGMatchSolver:
         if _not_paying(key):
             # SCIP's search has not been paying: tabu search takes all the time, except that one
             # solve in _SEARCH_PROBE_GAP still searches (after tabu), to notice when it pays again
-            _SEARCH_SKIPS[key] = _SEARCH_SKIPS.get(key, 0) + 1
-            if _SEARCH_SKIPS[key] >= _SEARCH_PROBE_GAP.get(key, SEARCH_PROBE_EVERY):
-                _SEARCH_SKIPS[key] = 0
-                return TABU_SHARE
-            return 1.0
+            return TABU_SHARE if _probe_due(key) else 1.0
         est = self.last_choice.scip_estimate_s if self.last_choice is not None else 0.0
         return TABU_SHARE if est > TABU_SCIP_RATIO * left_s else 0.0
 
@@ -452,13 +511,58 @@ class MGMatchSolver:
                  selection_restarts=sel.restarts)
             stats["selection_improved"] = stats.get("selection_improved", False) or sel.improved
             return (sel.team_of, sel.objective) if sel.objective > best_obj else (best, best_obj)
-        res = tabu_search(problem, best, stop, seed=self.seed, round_s=pace)
-        _add(stats, tabu_ms=round((time.perf_counter() - t0) * 1e3, 3), tabu_iterations=res.iterations,
-             tabu_restarts=res.restarts)
-        stats["tabu_improved"] = stats.get("tabu_improved", False) or res.improved
+        res = self._tabu_run(problem, best, stop, pace, stats)
         if res.objective > best_obj:
             return res.team_of, res.objective
         return best, best_obj
+
+    def _tabu_run(self, problem: Problem, start: np.ndarray, stop: float, pace: float, stats: dict,
+                  feasible_by: float | None = None) -> TabuResult:
+        """:func:`tabu_search`, its time and iterations added to ``stats`` and its pace remembered."""
+        t0 = time.perf_counter()
+        res = tabu_search(problem, start, stop, seed=self.seed, round_s=pace, feasible_by=feasible_by)
+        took = time.perf_counter() - t0
+        _add(stats, tabu_ms=round(took * 1e3, 3), tabu_iterations=res.iterations, tabu_restarts=res.restarts)
+        stats["tabu_improved"] = stats.get("tabu_improved", False) or res.improved
+        if res.iterations >= 4:
+            _remember(_TABU_PACE, _model_key(problem), took / res.iterations, SURROGATE_TIMES_KEEP)
+        return res
+
+    def _repair_first(self, problem: Problem, budget: Budget, p: np.ndarray, starts: dict, stats: dict,
+                      answer) -> Solution | None:
+        """Tabu search from the best start, or from the party-whole rounding of P, with all the time
+        left, its penalty walking a rule-breaking start to a feasible one. None (time left to the
+        surrogate MIP) when it has no feasible assignment by the time the surrogate stage needs
+        (its measured times for this engagement model, :data:`REPAIR_MIP_RESERVE` × the slowest of
+        the last ones), or when that stage was never measured."""
+        model = _model_key(problem)
+        stage = _upper_quartile(_SURROGATE_TIMES.get(model))
+        pace = _upper_quartile(_TABU_PACE.get(model))
+        stop = budget.deadline() - FINISH_RESERVE_S
+        t0 = time.perf_counter()
+        if stage is None or pace is None or (stop - t0 - stage) / pace >= REPAIR_MAX_ITERATIONS:
+            return None  # never measured, or the pipeline leaves tabu search time enough
+        key = _search_key(problem, budget, self.name)
+        tries = _REPAIRS.get(key, [])
+        retry = False
+        if len(tries) >= REPAIR_MIN_SEEN and sum(tries) < REPAIR_MIN_RATE * len(tries):
+            _REPAIR_SKIPS[key] = _REPAIR_SKIPS.get(key, 0) + 1
+            if _REPAIR_SKIPS[key] < _REPAIR_RETRY_GAP.get(key, REPAIR_RETRY_EVERY):
+                return None
+            _REPAIR_SKIPS[key], retry = 0, True
+        start = (max(starts.values(), key=problem.objective) if starts
+                 else round_prediction(p, problem.instance.sizes, party_units(problem)))
+        res = self._tabu_run(problem, start, stop, 0.0, stats, feasible_by=t0 + REPAIR_SHARE * (stop - t0))
+        repaired = res.team_of is not None
+        _remember(_REPAIRS, key, repaired, REPAIR_KEEP)
+        if retry:
+            gap = _REPAIR_RETRY_GAP.get(key, REPAIR_RETRY_EVERY)
+            _REPAIR_RETRY_GAP[key] = REPAIR_RETRY_EVERY if repaired else min(2 * gap, REPAIR_RETRY_MAX)
+        stats["repair_first"] = "repaired" if repaired else "failed"
+        if not repaired:
+            return None
+        stats["search_skipped"] = "not_paying"
+        return answer(res.team_of, "feasible")
 
     def _polish_only(self, problem: Problem, stop: float, starts: dict, stats: dict, answer) -> Solution:
         """No time for a MIP: the best start polished, then tabu-searched, until ``stop``
@@ -511,6 +615,19 @@ class MGMatchSolver:
                 best, _ = self._tabu(problem, best, problem.objective(best), deadline - FINISH_RESERVE_S, 0.0, stats)
                 return answer(best, "feasible")
 
+        # when SCIP's search of the engagement MIP will not run in this solve (it has not been
+        # paying, and this is no probe), the surrogate MIP is there only for a feasible start:
+        # tabu search repairs the rounding instead and walks on with all the time
+        key = _search_key(problem, budget, self.name)
+        probe = None  # None: the search's measured rule decides after polishing
+        if self.search and self.use_polish and self.tabu_share is None and _not_paying(key):
+            probe = _probe_due(key)
+            if not probe and self.repair_first:
+                done = self._repair_first(problem, budget, p, starts, stats, answer)
+                if done is not None:
+                    return done
+
+        searchless = not (self.search and self.use_polish) or selecting or probe is False
         # surrogate MIP (Eq. 20-21): its share of the budget left (at least SURROGATE_MIN_S); when
         # that gave no feasible assignment, the solve goes on with all the time left
         t1 = time.perf_counter()
@@ -526,7 +643,9 @@ class MGMatchSolver:
                 if starts and SURROGATE_BUILDS.expected_s(size) > stop - time.perf_counter():
                     SURROGATE_BUILDS.skipped()
                     raise BuildInterrupted("no time to build the surrogate MIP (measured build times)")
-                mip = MipModel.build(problem.compiled, checker=problem.checker, fast=True, deadline=stop)
+                # a model the search may transform into the engagement MIP needs a new SCIP instance
+                mip = MipModel.build(problem.compiled, checker=problem.checker, fast=True, deadline=stop,
+                                     reuse=searchless)
                 SURROGATE_BUILDS.record(time.perf_counter() - t1, size)
             except BuildInterrupted:
                 stats["surrogate_ms"] = round((time.perf_counter() - t1) * 1e3, 3)
@@ -553,7 +672,7 @@ class MGMatchSolver:
                     if res.status == "timelimit":
                         _remember(_FIRST_OVERSHOOT, bucket, max(0.0, res.time_s - limit), FIRST_OVERSHOOT_KEEP)
                     more = stop - time.perf_counter() - SCIP_MARGIN_S
-                    if res.status == "sollimit" and more > 2 * SURROGATE_MIN_S:
+                    if res.status == "sollimit" and more > SURROGATE_MORE_S:
                         # (with less left, polishing the first solution on the true objective pays more)
                         mip.set_time_limit(mip.model.getSolvingTime() + max(more * self.surrogate_share,
                                                                             SURROGATE_MIN_S))
@@ -607,9 +726,8 @@ class MGMatchSolver:
             return answer(best, "feasible")
 
         # tabu search walks on from the local optimum with its share of the time left
-        key = _search_key(problem, budget, self.name)
-        probing = self.tabu_share is None and _not_paying(key)
-        share = self._tabu_share(budget.remaining(), key)
+        probing = probe is not None
+        share = self._tabu_share(budget.remaining(), key) if probe is None else (TABU_SHARE if probe else 1.0)
         if share > 0:
             best, best_obj = self._tabu(problem, best, best_obj,
                                         min(budget.share(share).deadline(), stop), pace, stats)
@@ -673,6 +791,16 @@ def _upper_quartile(times: list[float] | None) -> float | None:
 
 def _model_key(problem: Problem) -> str:
     return problem.model_name or f"id:{id(problem.model)}"
+
+
+def _probe_due(key: tuple) -> bool:
+    """Counts one more solve under ``key`` while its search is not paying; True for the one in
+    :data:`_SEARCH_PROBE_GAP` that probes it again."""
+    _SEARCH_SKIPS[key] = _SEARCH_SKIPS.get(key, 0) + 1
+    if _SEARCH_SKIPS[key] >= _SEARCH_PROBE_GAP.get(key, SEARCH_PROBE_EVERY):
+        _SEARCH_SKIPS[key] = 0
+        return True
+    return False
 
 
 def _not_paying(key: tuple) -> bool:

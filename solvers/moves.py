@@ -32,6 +32,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from itertools import combinations
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -113,10 +114,33 @@ def _touch(start, end, sign, ridx, rcoef, delta, touched, tl, nt):  # pragma: no
     return nt
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _outside(a, lo, hi, scale):  # pragma: no cover - compiled
+    """How far ``a`` lies outside [lo, hi], in units of ``scale``."""
+    return ((lo - a) if a < lo else (a - hi)) / scale
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _misplaced(k0, k1, members, newp, curp, pc):  # pragma: no cover - compiled
+    """Members ``members[k0:k1]`` of a party not at its most common position (``pc``: zeros [D+1],
+    left zeroed)."""
+    most = 0
+    for k in range(k0, k1):
+        i = members[k]
+        p = newp[i] if newp[i] >= 0 else curp[i]
+        pc[p] += 1
+        if pc[p] > most:
+            most = pc[p]
+    for k in range(k0, k1):
+        i = members[k]
+        pc[newp[i] if newp[i] >= 0 else curp[i]] = 0
+    return k1 - k0 - most
+
+
 @njit(cache=True, nogil=True)
 def _score(curt, ptr_m, ch_i, ch_p, until, it, D, L, Lr, b1, ptr, ridx, rcoef, lo, hi, row_if,
            if_row, if_ptr, op_code, op_a, op_b, op_neg, pif_ptr, pif, sizes, skill, spread, far, has_ping,
-           party_of, party_ptr, party_members, z, broken, tabu):  # pragma: no cover - compiled
+           party_of, party_ptr, party_members, rscale, z, broken, excess, tabu):  # pragma: no cover - compiled
     N = curt.shape[0]
     M = ptr_m.shape[0] - 1
     H = b1.shape[0]
@@ -164,12 +188,16 @@ def _score(curt, ptr_m, ch_i, ch_p, until, it, D, L, Lr, b1, ptr, ridx, rcoef, l
             by_skill[s_] = i
             s_ += 1
     cviol = np.zeros(R, np.int64)
+    cexc = np.zeros(R)  # how far each plain row is outside its bounds, in its scale
     base = 0
+    exc0 = 0.0
     for r in range(R):
         if act[r] < lo[r] or act[r] > hi[r]:
             cviol[r] = 1
             if row_if[r] < 0:
                 base += 1
+                cexc[r] = _outside(act[r], lo[r], hi[r], rscale[r])
+                exc0 += cexc[r]
     n_if = if_row.shape[0]
     stack = np.zeros(max(op_code.shape[0], 1), np.bool_)
     newp = np.full(N, -1, np.int64)   # the move's position of a changed player, -1: unchanged
@@ -186,13 +214,14 @@ def _score(curt, ptr_m, ch_i, ch_p, until, it, D, L, Lr, b1, ptr, ridx, rcoef, l
     fl = np.empty(max(n_if, 1), np.int64)
     n_party = party_ptr.shape[0] - 1
     pbroken = np.zeros(n_party, np.int64)
+    pexc = np.zeros(n_party, np.int64)  # members away from their party's most common position
+    pc = np.zeros(P, np.int64)
     for m in range(n_party):
-        first = curp[party_members[party_ptr[m]]]
-        for k in range(party_ptr[m] + 1, party_ptr[m + 1]):
-            if curp[party_members[k]] != first:
-                pbroken[m] = 1
-                base += 1
-                break
+        pexc[m] = _misplaced(party_ptr[m], party_ptr[m + 1], party_members, newp, curp, pc)
+        if pexc[m] > 0:
+            pbroken[m] = 1
+            base += 1
+            exc0 += pexc[m]
     dense = Lr.shape[2] == R and R > 0
     plain = np.zeros(R, np.int64)
     pviol = np.zeros(R, np.int64)
@@ -245,18 +274,24 @@ def _score(curt, ptr_m, ch_i, ch_p, until, it, D, L, Lr, b1, ptr, ridx, rcoef, l
         for h in range(H):
             z[m, h] = zacc[h]
         nb = base
+        ex = exc0
         if not valid:
             nb += 1 << 20
         if dense:  # few rows: every one is checked (cheaper than tracking the touched ones)
             for r in range(R):
                 a = act[r] + delta[r]
-                nb += plain[r] * ((a < lo[r]) | (a > hi[r])) - pviol[r]
+                out = (a < lo[r]) | (a > hi[r])
+                nb += plain[r] * out - pviol[r]
+                if plain[r] and (out or cviol[r]):
+                    ex += (_outside(a, lo[r], hi[r], rscale[r]) if out else 0.0) - cexc[r]
         else:
             for t in range(nt):
                 r = tl[t]
                 if row_if[r] < 0:
                     a = act[r] + delta[r]
-                    nb += (1 if (a < lo[r] or a > hi[r]) else 0) - cviol[r]
+                    out = a < lo[r] or a > hi[r]
+                    nb += (1 if out else 0) - cviol[r]
+                    ex += (_outside(a, lo[r], hi[r], rscale[r]) if out else 0.0) - cexc[r]
         # if rules whose condition names a moved player: evaluated again; those whose row moved
         # while their condition (unchanged) holds: the row checked again
         nf = 0
@@ -323,13 +358,13 @@ def _score(curt, ptr_m, ch_i, ch_p, until, it, D, L, Lr, b1, ptr, ridx, rcoef, l
             if mx > mn and mx - mn > spread:
                 nb += 1
         if has_ping:
-            ok = False
+            fewest = np.inf
             for g in range(G):
-                if bad0[g] + dbad[g] < 0.5:
-                    ok = True
-                    break
-            if not ok and anysel:
+                if bad0[g] + dbad[g] < fewest:
+                    fewest = bad0[g] + dbad[g]
+            if fewest >= 0.5 and anysel:
                 nb += 1
+                ex += fewest if fewest < np.inf else 1.0  # the far players of the nearest region
         for c in range(ptr_m[m], ptr_m[m + 1]):
             i = ch_i[c]
             if i < 0 or i >= N:
@@ -338,18 +373,9 @@ def _score(curt, ptr_m, ch_i, ch_p, until, it, D, L, Lr, b1, ptr, ridx, rcoef, l
             if pm < 0 or pseen[pm]:
                 continue
             pseen[pm] = True
-            first = newp[party_members[party_ptr[pm]]]
-            if first < 0:
-                first = curp[party_members[party_ptr[pm]]]
-            now = 0
-            for k in range(party_ptr[pm] + 1, party_ptr[pm + 1]):
-                pk = newp[party_members[k]]
-                if pk < 0:
-                    pk = curp[party_members[k]]
-                if pk != first:
-                    now = 1
-                    break
-            nb += now - pbroken[pm]
+            away = _misplaced(party_ptr[pm], party_ptr[pm + 1], party_members, newp, curp, pc)
+            nb += (1 if away > 0 else 0) - pbroken[pm]
+            ex += away - pexc[pm]
         for c in range(ptr_m[m], ptr_m[m + 1]):
             i = ch_i[c]
             if 0 <= i < N:
@@ -359,6 +385,17 @@ def _score(curt, ptr_m, ch_i, ch_p, until, it, D, L, Lr, b1, ptr, ridx, rcoef, l
         for j in range(P):
             dcnt[j] = 0
         broken[m] = nb
+        excess[m] = ex if ex > 0.0 else 0.0
+
+
+class Scored(NamedTuple):
+    """A neighbourhood scored by :meth:`MoveScorer.score`, one entry per move."""
+
+    vals: np.ndarray     # objective values [M] (rank with them; report :meth:`Problem.objective`)
+    broken: np.ndarray   # rows and rules broken [M] (0: the checker accepts it, up to float rounding)
+    tabu: np.ndarray     # a moved player is tabu [M]
+    excess: np.ndarray   # how far outside their bounds the broken rows are, each in its scale, plus
+                         # the far players of the nearest ping region [M] (0 when feasible)
 
 
 class MoveScorer:
@@ -485,13 +522,22 @@ class MoveScorer:
                                       flat(ent_c, np.float64))
         nz = ent_c != 0.0
         ent_i, ent_p, ent_r, ent_c = ent_i[nz], ent_p[nz], ent_r[nz], ent_c[nz]
+        # a row's scale: its largest coefficient (one player's worth), or its width when narrower
+        # (skill balance: a band of ±max_diff); how far a broken row is outside, in these units,
+        # tells the search which rule-breaking neighbours are nearer to feasible
+        R = len(lo)
+        scale = np.zeros(R)
+        np.maximum.at(scale, ent_r, np.abs(ent_c))
+        width = np.asarray(hi, dtype=np.float64) - np.asarray(lo, dtype=np.float64)
+        narrow = np.isfinite(width) & (width > 0) & (width < scale)
+        scale[narrow] = width[narrow]
+        self.rscale = np.where(scale > 0, scale, 1.0)
         key = ent_i * P + ent_p
         order = np.argsort(key, kind="stable")
         self.ptr = np.searchsorted(key[order], np.arange(N * P + 1)).astype(np.int64)
         self.ridx = ent_r[order]
         self.rcoef = ent_c[order]
         # with few rows, their coefficients dense [N, P, R] (one vector update per moved player)
-        R = len(lo)
         if 0 < R <= DENSE_ROWS:
             self.Lr = np.bincount(key * R + ent_r, weights=ent_c, minlength=N * P * R).reshape(N, P, R)
         else:
@@ -541,13 +587,12 @@ class MoveScorer:
         # De Morgan: NOT(AND) = OR of NOTs
         ops.append((OP_AND if is_and != neg else OP_OR, -1, len(c.args), False))
 
-    def score(self, cur: np.ndarray, moves: Moves, until: np.ndarray | None = None, it: int = 0
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Objective values [M] (rank with them; report :meth:`Problem.objective`), rules broken [M]
-        and tabu [M] (a moved player has ``until > it``) of the moves from ``cur`` [N]."""
+    def score(self, cur: np.ndarray, moves: Moves, until: np.ndarray | None = None, it: int = 0) -> Scored:
+        """The moves from ``cur`` [N] scored: see :class:`Scored` (tabu: a moved player has ``until > it``)."""
         M = moves.ptr.size - 1
         z = np.empty((M, self.b1.shape[0]), dtype=np.float32)  # ranking values: float32 is enough
         broken = np.empty(M, dtype=np.int64)
+        excess = np.empty(M, dtype=np.float64)
         tabu = np.empty(M, dtype=np.bool_)
         if until is None:
             until = np.zeros(self.N, dtype=np.int64)
@@ -555,10 +600,10 @@ class MoveScorer:
                np.ascontiguousarray(until, dtype=np.int64), int(it), self.D, self.L, self.Lr, self.b1, self.ptr, self.ridx,
                self.rcoef, self.lo, self.hi, self.row_if, self.if_row, self.if_ptr, self.op_code, self.op_a,
                self.op_b, self.op_neg, self.pif_ptr, self.pif, self.sizes, self.skill, self.spread, self.far, self.has_ping,
-               self.party_of, self.party_ptr, self.party_members, z, broken, tabu)
+               self.party_of, self.party_ptr, self.party_members, self.rscale, z, broken, excess, tabu)
         with np.errstate(over="ignore", invalid="ignore"):
             vals = self.head(z)
-        return vals, broken, tabu
+        return Scored(vals, broken, tabu, excess)
 
     def head(self, z: np.ndarray) -> np.ndarray:
         """Engagement [M] from first-layer pre-activations [M, H]."""
@@ -596,7 +641,7 @@ class Moves:
 
 
 @njit(cache=True, nogil=True)
-def _fill(t, sel, bench, unit_ptr, unit_members, picks, ptr, pl, tm):  # pragma: no cover - compiled
+def _fill(t, sel, bench, unit_ptr, unit_members, picks, D, solo, samples, draws, ptr, pl, tm):  # pragma: no cover - compiled
     """Write the moves of :func:`neighbourhood` into ``ptr``/``pl``/``tm``; (moves, entries)."""
     S = sel.shape[0]
     Bn = bench.shape[0]
@@ -656,6 +701,42 @@ def _fill(t, sel, bench, unit_ptr, unit_members, picks, ptr, pl, tm):  # pragma:
                 e += 1
             m += 1
             ptr[m] = e
+    if samples > 0:  # a whole party with as many solo players (seeded draws) of another position
+        buf = np.empty(t.shape[0], np.int64)
+        d = 0
+        for u in range(U):
+            u0, u1 = unit_ptr[u], unit_ptr[u + 1]
+            k = u1 - u0
+            a = t[unit_members[u0]]
+            whole = True
+            for x in range(u0, u1):
+                if t[unit_members[x]] != a:
+                    whole = False
+            for b in range(-1, D):
+                if not whole or b == a:
+                    continue
+                n_c = 0
+                for i in range(t.shape[0]):
+                    if solo[i] and t[i] == b:
+                        buf[n_c] = i
+                        n_c += 1
+                if n_c < k:
+                    continue
+                for _ in range(samples):
+                    for x in range(k):  # a partial Fisher-Yates shuffle: buf[:k] is the draw
+                        r = x + draws[d % draws.shape[0]] % (n_c - x)
+                        d += 1
+                        buf[x], buf[r] = buf[r], buf[x]
+                    for x in range(u0, u1):
+                        pl[e] = unit_members[x]
+                        tm[e] = b
+                        e += 1
+                    for x in range(k):
+                        pl[e] = buf[x]
+                        tm[e] = a
+                        e += 1
+                    m += 1
+                    ptr[m] = e
     if picks.shape[0] > 0:  # rotations: bench k → i's slot, i → q's slot (another team), q → bench
         pi = np.empty(S * S, np.int64)
         pq = np.empty(S * S, np.int64)
@@ -684,11 +765,15 @@ def _fill(t, sel, bench, unit_ptr, unit_members, picks, ptr, pl, tm):  # pragma:
 
 
 def neighbourhood(cur: np.ndarray, units: list[np.ndarray], rotations: int = 0,
-                  rng: np.random.Generator | None = None) -> Moves:
+                  rng: np.random.Generator | None = None, party_draws: int = 0, teams: int | None = None) -> Moves:
     """The polish neighbourhood (team swaps, bench swaps, party swaps: a whole party with another
     of its size elsewhere) and, with ``rotations`` > 0, at most that many three-player rotations (a benched player
     k takes selected i's slot, i takes the slot of q on another team, q goes to the bench; a
-    seeded random draw, with repeats, when there are more)."""
+    seeded random draw, with repeats, when there are more), and with ``party_draws`` > 0 that many
+    **party exchanges** per whole party and other position (``teams`` teams and the bench): the
+    party moves there, and as many players of no party from there (a seeded draw) take its places.
+    A benched party that a rule needs (``include``) or a selected party far from the host region
+    otherwise comes in or goes out only one member at a time, through states that split it."""
     t = np.ascontiguousarray(cur, dtype=np.int64)
     sel = np.flatnonzero(t >= 0)
     bench = np.flatnonzero(t < 0)
@@ -705,12 +790,19 @@ def neighbourhood(cur: np.ndarray, units: list[np.ndarray], rotations: int = 0,
     unit_ptr = np.zeros(len(units) + 1, dtype=np.int64)
     np.cumsum(sizes, out=unit_ptr[1:])
     members = np.concatenate(units).astype(np.int64) if units else np.zeros(0, dtype=np.int64)
-    n_moves = S * (S - 1) // 2 + S * Bn + len(units) ** 2 + picks.size
-    n_entries = S * (S - 1) + 2 * S * Bn + 2 * len(units) * int(members.size) + 3 * picks.size
+    D = int(t.max()) + 1 if teams is None else int(teams)
+    solo = np.ones(t.size, dtype=np.bool_)
+    solo[members] = False
+    samples = int(party_draws) if units else 0
+    draws = ((rng or np.random.default_rng(0)).integers(0, 1 << 30, size=samples * (D + 1) * int(members.size))
+             if samples else np.zeros(1, dtype=np.int64)).astype(np.int64)
+    n_moves = S * (S - 1) // 2 + S * Bn + len(units) ** 2 + picks.size + samples * (D + 1) * len(units)
+    n_entries = (S * (S - 1) + 2 * S * Bn + 2 * len(units) * int(members.size) + 3 * picks.size
+                 + 2 * samples * (D + 1) * int(members.size))
     ptr = np.empty(n_moves + 1, dtype=np.int64)
     pl = np.empty(n_entries, dtype=np.int64)
     tm = np.empty(n_entries, dtype=np.int64)
-    m, e = _fill(t, sel, bench, unit_ptr, members, picks, ptr, pl, tm)
+    m, e = _fill(t, sel, bench, unit_ptr, members, picks, D, solo, samples, draws, ptr, pl, tm)
     return Moves(ptr[:m + 1], pl[:e], tm[:e])
 
 
@@ -736,9 +828,9 @@ def warm() -> None:
                np.zeros(1), np.zeros(5, dtype=np.int64), e64, np.zeros(0), np.zeros(0), np.zeros(0), e64,
                e64, i64, e64, e64, e64, np.zeros(0, dtype=np.bool_), np.zeros(3, dtype=np.int64), e64,
                np.ones(1, dtype=np.int64), np.zeros(2), -1.0,
-               np.zeros((2, 0)), False, np.full(2, -1, dtype=np.int64), i64, e64, np.zeros((1, 1), dtype=np.float32),
-               np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.bool_))
-        neighbourhood(cur, [np.asarray([0, 1])], rotations=1)
+               np.zeros((2, 0)), False, np.full(2, -1, dtype=np.int64), i64, e64, np.zeros(0),
+               np.zeros((1, 1), dtype=np.float32), np.zeros(1, dtype=np.int64), np.zeros(1), np.zeros(1, dtype=np.bool_))
+        neighbourhood(cur, [np.asarray([0, 1])], rotations=1, party_draws=1, teams=1)
         _warmed = True
 
 

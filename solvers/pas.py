@@ -99,6 +99,8 @@ def true_search(problem: Problem, mip: MipModel, p: np.ndarray, incumbent: np.nd
             its clock between nodes and overshoots a little).
         fraction, delta: the trust region (fraction ≤ 0 or delta < 0: none, the whole MIP).
     """
+    if mip.reused:
+        raise ValueError("true_search needs a model built with reuse=False (it transforms it back)")
     stats: dict = {}
     t0 = time.perf_counter()
     m = mip.model

@@ -91,7 +91,7 @@ def polish(problem: Problem, team_of: np.ndarray, deadline: float | None = None,
         moves = neighbourhood(cur, units)
         if len(moves) == 0:
             return confirmed(True)  # no neighbour at all: a local optimum
-        vals, broken, _ = scorer.score(cur, moves)
+        vals, broken, _, _ = scorer.score(cur, moves)
         # feasible moves that look improving, best first (float32 ranking; the exact float64
         # objective decides)
         order = np.flatnonzero((broken == 0) & (vals > cur_obj + MIN_GAIN - RANK_SLACK * max(1.0, abs(cur_obj))))

@@ -164,6 +164,25 @@ def test_round_prediction_fills_every_team():
     assert (t >= -1).all() and (t < 3).all()
 
 
+def test_round_prediction_keeps_parties_whole_and_fills_every_team():
+    rng = np.random.default_rng(3)
+    units = [np.asarray([0, 1, 2]), np.asarray([3, 4]), np.asarray([5, 6])]
+    for _ in range(50):
+        p = rng.random((12, 2))
+        t = round_prediction(p, (4, 4), units)
+        assert [(t == j).sum() for j in range(2)] == [4, 4]
+        # at most one party is split, and only when no team had room for it whole
+        split = [u for u in units if len(set(t[u].tolist())) > 1]
+        assert len(split) <= 1
+    # a party is placed by its members' mean p: here all three on team 1
+    p = np.zeros((12, 2))
+    p[[0, 1, 2], 1] = [0.9, 0.8, 0.1]
+    p[[0, 1, 2], 0] = [0.5, 0.5, 0.5]
+    t = round_prediction(p, (4, 4), units)
+    assert t[[0, 1, 2]].tolist() == [1, 1, 1]
+    assert round_prediction(p, (4, 4))[2] != 1  # one by one, player 2 goes by its own p
+
+
 def test_polish_never_worsens_and_stays_feasible():
     for pr in problems("3v3", 3, seed=11) + problems("12v12", 1, seed=4):
         starts = get_solver("random", seed=2, max_samples=600, default_time_limit_ms=10_000)

@@ -269,3 +269,69 @@ def test_time_limit_is_wall_clock():
     assert res.bound is not None
     if res.team_of is not None:
         assert res.bound >= res.objective - 1e-6
+
+
+# --------------------------------------------------------------------------- SCIP instances reused
+
+
+def test_a_released_instance_serves_the_next_build_and_solves_like_a_new_one():
+    from mgmatch.solvers import mip as mip_mod
+
+    mip_mod._IDLE.models = {}
+    rng = np.random.default_rng(5)
+    for seed in range(6):
+        p = helpers.random_problem(seed, 3, [1, 2, 1], 7, ["if", "linear", "avoid", "roles"], plant=True)
+        P = rng.normal(0, 1, (7, 3))
+        answers = []
+        for reuse in (False, True):
+            with mip_mod.released():
+                mip = MipModel.build(p.compiled, checker=p.checker, settings="exact", reuse=reuse)
+                assert mip.reused == reuse  # the build before released its instance
+                if seed % 2:
+                    mip.add_engagement_objective(p)
+                else:
+                    mip.set_linear_objective(P)
+                mip.set_time_limit(None)  # a limit set on the instance before must not carry over
+                res = mip.solve()
+                answers.append((res.status, None if res.team_of is None else res.team_of.tolist(),
+                                None if res.objective is None else round(res.objective, 9)))
+        assert answers[0] == answers[1]  # the same problem read into a used instance: the same answer
+    kept = mip_mod._IDLE.models[("exact", 1)]
+    assert 1 <= len(kept) <= mip_mod.IDLE_KEEP
+
+
+def test_parameters_set_on_a_reused_instance_do_not_carry_over():
+    from mgmatch.solvers import mip as mip_mod
+
+    mip_mod._IDLE.models = {}
+    p = helpers.random_problem(1, 2, [2, 2], 6, ["avoid"], plant=True)
+    with mip_mod.released():
+        mip = MipModel.build(p.compiled, checker=p.checker, fast=True)
+        mip.set_time_limit(0.001)
+        mip.model.setParam("limits/solutions", 1)
+    assert mip.model is None and mip.x is None  # released: unusable
+    with mip_mod.released():
+        again = MipModel.build(p.compiled, checker=p.checker, fast=True, reuse=True)
+        assert again.reused
+        assert again.model.getParam("limits/time") >= 1e20 and again.model.getParam("limits/solutions") == -1
+        assert again.model.getParam("timing/clocktype") == 2 and not again.model.getParam("misc/usesymmetry")
+
+
+def test_reused_instances_are_retired_and_never_transformed_back():
+    from mgmatch.solvers import mip as mip_mod
+    from mgmatch.solvers.pas import true_search
+
+    mip_mod._IDLE.models = {}
+    p = helpers.random_problem(3, 2, [2, 2], 6, ["avoid"], plant=True)
+    with mip_mod.released():
+        mip = MipModel.build(p.compiled, checker=p.checker, fast=True)
+    with mip_mod.released():
+        mip = MipModel.build(p.compiled, checker=p.checker, fast=True, reuse=True)
+        assert mip.reused
+        # pyscipopt would visit the variable wrappers of the freed problem: refused, not a crash
+        with pytest.raises(ValueError, match="reuse=False"):
+            true_search(p, mip, np.zeros((6, 2)), None, 0.0, stop=0.0)
+        mip.model.data = mip_mod.IDLE_REUSES  # served its share of problems
+    with mip_mod.released():
+        fresh = MipModel.build(p.compiled, checker=p.checker, fast=True, reuse=True)
+        assert not fresh.reused  # the retired instance was dropped for a new one

@@ -41,15 +41,39 @@ def random_moves(cur: np.ndarray, teams: int, rng: np.random.Generator, count: i
     return Moves(np.asarray(ptr, dtype=np.int64), np.asarray(players, dtype=np.int64), np.asarray(pos, dtype=np.int64))
 
 
+def reference_excess(scorer: MoveScorer, t: np.ndarray) -> float:
+    """How far outside its bounds each plain row of assignment ``t`` is (in the row's scale), plus
+    the party members away from their party's most common position, plus the far players of the
+    nearest ping region when every region has one: from scratch, for the kernel's incremental one
+    to be checked against."""
+    P = scorer.D + 1
+    act = np.zeros(scorer.lo.size)
+    for i, j in enumerate(t):
+        k = i * P + (j if j >= 0 else scorer.D)
+        np.add.at(act, scorer.ridx[scorer.ptr[k]:scorer.ptr[k + 1]], scorer.rcoef[scorer.ptr[k]:scorer.ptr[k + 1]])
+    plain = scorer.row_if < 0
+    out = np.maximum(scorer.lo - act, 0.0) + np.maximum(act - scorer.hi, 0.0)
+    total = float((out[plain] / scorer.rscale[plain]).sum())
+    for k in range(scorer.party_ptr.size - 1):  # party members away from the party's most common position
+        pos = t[scorer.party_members[scorer.party_ptr[k]:scorer.party_ptr[k + 1]]]
+        total += pos.size - np.unique(pos, return_counts=True)[1].max()
+    if scorer.has_ping and (t >= 0).any():
+        far = scorer.far[t >= 0].sum(axis=0)
+        if far.min() >= 0.5:
+            total += float(far.min())
+    return total
+
+
 def assert_parity(pr: Problem, cur: np.ndarray, moves: Moves) -> int:
     """The scorer's verdicts and values equal the checker's and the model's; the feasible count."""
     scorer = MoveScorer(pr)
-    vals, broken, _ = scorer.score(cur, moves)
+    vals, broken, _, excess = scorer.score(cur, moves)
     cand = np.stack([moves.apply(cur, m) for m in range(len(moves))])
     feasible = pr.checker.feasible(cand)
     bad = np.flatnonzero(feasible != (broken == 0))
     assert bad.size == 0, (pr.checker.violations(cand[bad[0]]), int(broken[bad[0]]))
     assert (broken >= 0).all()
+    np.testing.assert_allclose(excess, [reference_excess(scorer, t) for t in cand], rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(vals, pr.objectives(cand), rtol=1e-5, atol=1e-5)
     return int(feasible.sum())
 
@@ -131,13 +155,71 @@ def test_rotations_are_three_player_cycles_that_keep_team_sizes():
         assert [int((t == j).sum()) for j in range(2)] == list(pr.instance.sizes)
 
 
+def test_party_exchanges_move_a_whole_party_and_as_many_players_of_no_party_back():
+    from mgmatch.solvers.mgmatch import round_prediction
+
+    checked = 0
+    for seed in range(6):
+        pr = problems("12v12", 1, seed=30 + seed)[0]
+        units = [np.asarray(m) for m in parties(pr.instance).values()]
+        if not units:
+            continue
+        rng = np.random.default_rng(seed)
+        # parties whole (a random party-whole rounding), so that they can be exchanged
+        cur = round_prediction(rng.random((pr.instance.n, pr.instance.teams)), pr.instance.sizes, units)
+        base = len(neighbourhood(cur, units))
+        moves = neighbourhood(cur, units, 0, np.random.default_rng(seed), party_draws=5, teams=pr.instance.teams)
+        in_party = np.zeros(cur.size, dtype=bool)
+        for u in units:
+            in_party[u] = True
+        whole = [u for u in units if (cur[u] == cur[u[0]]).all()]
+        expected = 0
+        for u in whole:  # 5 draws per other position that has enough players of no party
+            for b in range(-1, pr.instance.teams):
+                expected += 5 * (b != cur[u[0]] and int(((cur == b) & ~in_party).sum()) >= u.size)
+        assert len(moves) - base == expected
+        for m in range(base, len(moves)):  # the exchanges come after the polish neighbourhood
+            t = moves.apply(cur, m)
+            moved = np.flatnonzero(t != cur)
+            party = [u for u in whole if set(u.tolist()) <= set(moved.tolist())]
+            assert len(party) == 1, "each exchange moves exactly one whole party"
+            u = party[0]
+            others = np.setdiff1d(moved, u)
+            assert others.size == u.size and not in_party[others].any()
+            assert (t[u] == cur[others[0]]).all() and (t[others] == cur[u[0]]).all()
+            assert [int((t == j).sum()) for j in range(pr.instance.teams)] == list(pr.instance.sizes)
+            checked += 1
+    assert checked > 50
+
+
+def test_excess_ranks_the_neighbour_nearer_to_feasible_higher():
+    """States breaking the skill balance alike (one rule): the larger the gap, the larger the excess."""
+    null = Moves(np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    compared = 0
+    for seed in range(8):
+        pr = random_problem(200 + seed, 2, [4, 4], 10, ["skill_balance"], plant=True)
+        scorer = MoveScorer(pr)
+        order = np.argsort(scorer.skill)
+        lopsided = np.full(pr.instance.n, -1, dtype=np.int64)  # the weakest on team 0, the strongest on team 1
+        lopsided[order[:4]] = 0
+        lopsided[order[-4:]] = 1
+        milder = lopsided.copy()  # the strongest of team 0 and the weakest of team 1 traded
+        milder[order[3]], milder[order[-4]] = 1, 0
+        s_lop, s_mild = scorer.score(lopsided, null), scorer.score(milder, null)
+        if s_lop.broken[0] and s_mild.broken[0]:
+            assert s_lop.broken[0] == s_mild.broken[0]  # as many rules broken: only the excess tells them apart
+            assert s_lop.excess[0] > s_mild.excess[0] > 0
+            compared += 1
+    assert compared >= 3
+
+
 def test_tabu_marks_moves_of_tabu_players():
     pr = problems("3v3", 1, seed=9)[0]
     cur = random_state(pr, np.random.default_rng(4))
     moves = neighbourhood(cur, [])
     until = np.zeros(cur.size, dtype=np.int64)
     until[int(np.flatnonzero(cur >= 0)[0])] = 10
-    _, _, tabu = scorer_of(pr).score(cur, moves, until, it=5)
+    tabu = scorer_of(pr).score(cur, moves, until, it=5).tabu
     expect = [bool((until[moves.players(m)] > 5).any()) for m in range(len(moves))]
     assert tabu.tolist() == expect and any(expect) and not all(expect)
 
@@ -150,8 +232,8 @@ def test_a_scorer_that_is_wrong_never_leaks_a_broken_answer(monkeypatch):
     real = scorer.score
 
     def lying(cur, moves, until=None, it=0):
-        vals, broken, tabu = real(cur, moves, until, it)
-        return vals, np.zeros_like(broken), tabu
+        sc = real(cur, moves, until, it)
+        return sc._replace(broken=np.zeros_like(sc.broken), excess=np.zeros_like(sc.excess))
 
     monkeypatch.setattr(scorer, "score", lying)
     start = tabu_search(pr, random_state(pr, np.random.default_rng(0)), time.perf_counter() + 5.0,

@@ -177,7 +177,7 @@ def test_mgmatch_starts_the_selection_search_from_the_prediction_or_the_surrogat
             m.setattr(mg, "start_from_scores", lambda problem, score, *a, **k: None)
             sol = MGMatchSolver(FixedPredictor(t_opt), policy="pipeline").solve(pr, Budget.of(300))
             assert sol.stats["selection_start"] == "rounding"  # the rounded prediction is feasible
-            m.setattr(mg, "round_prediction", lambda p, sizes: np.full(p.shape[0], -1))
+            m.setattr(mg, "round_prediction", lambda p, sizes, units=None: np.full(p.shape[0], -1))
             sol = MGMatchSolver(FixedPredictor(t_opt), policy="pipeline").solve(pr, Budget.of(300))
             assert sol.stats["selection_start"] == "surrogate" and sol.stats["surrogate_status"]
             assert sol.stats["selection_iterations"] > 0 and feasible_team(pr, sol)
