@@ -164,7 +164,7 @@ REPAIR_MAX_ITERATIONS = 45
 #: surrogate MIP 65% of the time: 12v12-deep at 20 ms repaired 44% of its pools in time, and 5% went
 #: unanswered. While they do not, one solve in REPAIR_RETRY_EVERY tries again (doubling after each
 #: retry that fails, up to REPAIR_RETRY_MAX)
-REPAIR_MIN_RATE = 0.85
+REPAIR_MIN_RATE = 0.7
 REPAIR_KEEP = 16
 REPAIR_MIN_SEEN = 4
 REPAIR_RETRY_EVERY = 16
@@ -540,8 +540,11 @@ class MGMatchSolver:
         pace = _upper_quartile(_TABU_PACE.get(model))
         stop = budget.deadline() - FINISH_RESERVE_S
         t0 = time.perf_counter()
-        if stage is None or pace is None or (stop - t0 - stage) / pace >= REPAIR_MAX_ITERATIONS:
-            return None  # never measured, or the pipeline leaves tabu search time enough
+        if stage is None or pace is None:
+            return None  # never measured
+        stats["repair_expected_iterations"] = round((stop - t0 - stage) / pace, 1)
+        if stats["repair_expected_iterations"] >= REPAIR_MAX_ITERATIONS:
+            return None  # the pipeline leaves tabu search time enough
         key = _search_key(problem, budget, self.name)
         tries = _REPAIRS.get(key, [])
         retry = False
@@ -561,7 +564,6 @@ class MGMatchSolver:
         stats["repair_first"] = "repaired" if repaired else "failed"
         if not repaired:
             return None
-        stats["search_skipped"] = "not_paying"
         return answer(res.team_of, "feasible")
 
     def _polish_only(self, problem: Problem, stop: float, starts: dict, stats: dict, answer) -> Solution:
@@ -616,18 +618,31 @@ class MGMatchSolver:
                 return answer(best, "feasible")
 
         # when SCIP's search of the engagement MIP will not run in this solve (it has not been
-        # paying, and this is no probe), the surrogate MIP is there only for a feasible start:
-        # tabu search repairs the rounding instead and walks on with all the time
+        # paying and this is no probe, or its measured builds will not fit what the surrogate stage
+        # and polishing leave), the surrogate MIP is there only for a feasible start: tabu search
+        # repairs the rounding instead and walks on with all the time
         key = _search_key(problem, budget, self.name)
         probe = None  # None: the search's measured rule decides after polishing
-        if self.search and self.use_polish and self.tabu_share is None and _not_paying(key):
-            probe = _probe_due(key)
-            if not probe and self.repair_first:
+        skip = None   # why the search will not run: "not_paying", "build_too_slow"
+        if self.search and self.use_polish and self.tabu_share is None and not selecting:
+            if _not_paying(key):
+                probe = _probe_due(key)
+                skip = None if probe else "not_paying"
+            builds = _SEARCH_BUILDS.get(key[0])
+            stage = _upper_quartile(_SURROGATE_TIMES.get(key[0])) or 0.0
+            after = (deadline - time.perf_counter() - stage) * (1.0 - self.polish_share)
+            if skip is None and not probe and builds and max(builds) > SEARCH_BUILD_SHARE * after:
+                skip = "build_too_slow"
+            if skip is not None and self.repair_first:
                 done = self._repair_first(problem, budget, p, starts, stats, answer)
                 if done is not None:
+                    stats["search_skipped"] = skip
+                    if skip == "build_too_slow":  # as below: the oldest build is forgotten
+                        _SEARCH_BUILDS[key[0]] = builds[1:]
                     return done
 
-        searchless = not (self.search and self.use_polish) or selecting or probe is False
+        # a model the search may turn into the engagement MIP needs a new SCIP instance
+        searchless = not (self.search and self.use_polish) or selecting or skip is not None
         # surrogate MIP (Eq. 20-21): its share of the budget left (at least SURROGATE_MIN_S); when
         # that gave no feasible assignment, the solve goes on with all the time left
         t1 = time.perf_counter()
@@ -643,7 +658,6 @@ class MGMatchSolver:
                 if starts and SURROGATE_BUILDS.expected_s(size) > stop - time.perf_counter():
                     SURROGATE_BUILDS.skipped()
                     raise BuildInterrupted("no time to build the surrogate MIP (measured build times)")
-                # a model the search may transform into the engagement MIP needs a new SCIP instance
                 mip = MipModel.build(problem.compiled, checker=problem.checker, fast=True, deadline=stop,
                                      reuse=searchless)
                 SURROGATE_BUILDS.record(time.perf_counter() - t1, size)
@@ -727,12 +741,20 @@ class MGMatchSolver:
 
         # tabu search walks on from the local optimum with its share of the time left
         probing = probe is not None
-        share = self._tabu_share(budget.remaining(), key) if probe is None else (TABU_SHARE if probe else 1.0)
+        if mip.reused:  # predicted not to search (it cannot: see MipModel.build)
+            share = 1.0
+        elif probe is None:
+            share = self._tabu_share(budget.remaining(), key)
+        else:
+            share = TABU_SHARE if probe else 1.0
         if share > 0:
             best, best_obj = self._tabu(problem, best, best_obj,
                                         min(budget.share(share).deadline(), stop), pace, stats)
-        if share >= 1.0 and self.tabu_share is None:
-            stats["search_skipped"] = "not_paying"
+        if share >= 1.0 and (self.tabu_share is None or mip.reused):
+            stats["search_skipped"] = skip or "not_paying"
+            if skip == "build_too_slow":
+                builds = _SEARCH_BUILDS.get(key[0])
+                _SEARCH_BUILDS[key[0]] = builds[1:] if builds else builds
             return answer(best, "feasible")
 
         # Predict-and-Search on the true objective, from the best assignment so far;

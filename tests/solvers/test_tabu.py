@@ -351,3 +351,17 @@ def test_repairs_that_fail_give_the_time_to_the_surrogate_mip_then_stop_being_tr
     seen = mg.REPAIR_MIN_SEEN
     assert tried == [True] * seen + [False, False, True] + [False] * 5 + [True]
     assert mg._REPAIR_RETRY_GAP[key] == 12
+
+
+def test_repair_first_also_where_the_search_build_would_not_fit(monkeypatch):
+    import mgmatch.solvers.mgmatch as mg
+
+    pr = problems("12v12", 1, seed=6)[0]
+    bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))
+    key = _repair_setup(monkeypatch, pr, 150, pace_s=0.01)
+    monkeypatch.setattr(mg, "_SEARCH_HITS", {})  # the search pays, as far as anyone knows ...
+    monkeypatch.setattr(mg, "_SEARCH_BUILDS", {key[0]: [0.02, 5.0]})  # ... but its build takes 5 s
+    sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
+    assert sol.stats["repair_first"] == "repaired" and sol.stats["search_skipped"] == "build_too_slow"
+    assert "surrogate_ms" not in sol.stats and sol.has_assignment
+    assert mg._SEARCH_BUILDS[key[0]] == [5.0]  # the oldest build forgotten, as when the search skips it
