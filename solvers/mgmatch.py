@@ -25,6 +25,13 @@ Pipeline inside one wall-clock budget (default 100 ms, INCLUDING encoding and in
    :data:`SURROGATE_SHARE` of the time left (at least :data:`SURROGATE_MIN_S`; it goes on with
    all the time left when that found no feasible assignment). Same feasible region as the real
    problem, so a proof of infeasibility here is a proof for the instance.
+   **Repair first** (``repair_first``, :meth:`MGMatchSolver._repair_first`): when SCIP's search
+   (step 5) will not run in this solve (not paying and no probe due, or its measured build will
+   not fit) and the surrogate stage would leave tabu search fewer than :data:`REPAIR_MAX_ITERATIONS`
+   iterations, steps 3–4 are replaced by tabu search from the party-whole rounding, which repairs
+   it itself (its penalty on how far outside each broken rule is) and walks on with all the time;
+   the surrogate MIP gets the rest only when nothing is feasible by :data:`REPAIR_SHARE` of it.
+   ``stats["repair_first"]``: ``repaired`` or ``failed``.
 4. **Polish** (:mod:`mgmatch.solvers.polish`): best-improvement swaps on the true engagement
    objective, feasibility kept by the checker. The starts (rounding, SCIP's solution pool) are
    polished best first for at most :data:`POLISH_SHARE` of the time left.
