@@ -538,10 +538,10 @@ class MGMatchSolver:
     def _repair_first(self, problem: Problem, budget: Budget, p: np.ndarray, starts: dict, stats: dict,
                       answer) -> Solution | None:
         """Tabu search from the best start, or from the party-whole rounding of P, with all the time
-        left, its penalty walking a rule-breaking start to a feasible one. None (time left to the
-        surrogate MIP) when it has no feasible assignment by the time the surrogate stage needs
-        (its measured times for this engagement model, :data:`REPAIR_MIP_RESERVE` × the slowest of
-        the last ones), or when that stage was never measured."""
+        left, its penalty walking a rule-breaking start to a feasible one. None (the time left goes
+        to the surrogate MIP) when nothing is feasible by :data:`REPAIR_SHARE` of the time left, when
+        the rules after it say no (:data:`REPAIR_MAX_ITERATIONS`, :data:`REPAIR_MIN_RATE`), or when
+        the surrogate stage or tabu search was never measured for this engagement model."""
         model = _model_key(problem)
         stage = _upper_quartile(_SURROGATE_TIMES.get(model))
         pace = _upper_quartile(_TABU_PACE.get(model))
