@@ -75,6 +75,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from mgmatch.core.checker import tolerance
 from mgmatch.core.compiler import parties
 from mgmatch.core.errors import InvalidInput
 from mgmatch.core.problem import Problem
@@ -264,6 +265,37 @@ def round_prediction(p: np.ndarray, sizes: tuple[int, ...] | list[int],
     return t
 
 
+def near_region(problem: Problem, p: np.ndarray) -> np.ndarray | None:
+    """Under a ``max_ping`` rule, the players within its limit of the host region whose
+    nearby players the prediction favours most (the largest Σ_j p_ij of its best Σ sizes near
+    players): bool [N]. None without the rule or when no region has enough near players."""
+    chk = problem.checker
+    if chk.max_ping is None:
+        return None
+    near = chk.ping <= chk.max_ping + tolerance(chk.max_ping)  # [N, regions]
+    slots = sum(problem.instance.sizes)
+    mass = p.sum(axis=1)
+    best, mask = -np.inf, None
+    for g in range(near.shape[1]):
+        cand = mass[near[:, g]]
+        if cand.size >= slots:
+            value = float(np.sort(cand)[::-1][:slots].sum())
+            if value > best:
+                best, mask = value, near[:, g]
+    return mask
+
+
+def rounding(problem: Problem, p: np.ndarray) -> np.ndarray:
+    """The rounding of P that solves start from: parties whole (:func:`party_units`) and, under a
+    ``max_ping`` rule, players near one host region (:func:`near_region`) before any far one.
+    On 120 12v12 pools, tabu search repaired 53% of the roundings without the region within 3 ms,
+    95% with it (88% and 99% within 5 ms); interleaved, on and off, MGMatch at 20 ms measured 0.27%
+    against 0.33% (120 pools; 119 repairs in time against 103)."""
+    mask = near_region(problem, p)
+    q = p if mask is None else np.where(mask[:, None], p, p - 2.0)  # p ∈ [0, 1]: far players last
+    return round_prediction(q, problem.instance.sizes, party_units(problem))
+
+
 def party_units(problem: Problem) -> list[np.ndarray] | None:
     """The parties a ``party_together`` rule keeps whole (player index arrays), else None."""
     if not any(isinstance(r, PartyTogetherRule) for r in problem.instance.rules):
@@ -412,7 +444,7 @@ class MGMatchSolver:
             return answer(next(iter(starts.values()), None), "feasible" if starts else "no_solution")
 
         # greedy rounding: a free candidate and the warm start when it is feasible
-        rounded = round_prediction(p, problem.instance.sizes, party_units(problem))
+        rounded = rounding(problem, p)
         rounding_ok = bool(problem.checker.feasible(rounded[None])[0])
         if rounding_ok:
             starts.setdefault(rounded.tobytes(), rounded)
@@ -560,8 +592,7 @@ class MGMatchSolver:
             if _REPAIR_SKIPS[key] < _REPAIR_RETRY_GAP.get(key, REPAIR_RETRY_EVERY):
                 return None
             _REPAIR_SKIPS[key], retry = 0, True
-        start = (max(starts.values(), key=problem.objective) if starts
-                 else round_prediction(p, problem.instance.sizes, party_units(problem)))
+        start = max(starts.values(), key=problem.objective) if starts else rounding(problem, p)
         res = self._tabu_run(problem, start, stop, 0.0, stats, feasible_by=t0 + REPAIR_SHARE * (stop - t0))
         repaired = res.team_of is not None
         _remember(_REPAIRS, key, repaired, REPAIR_KEEP)

@@ -183,6 +183,29 @@ def test_round_prediction_keeps_parties_whole_and_fills_every_team():
     assert round_prediction(p, (4, 4))[2] != 1  # one by one, player 2 goes by its own p
 
 
+def test_the_rounding_takes_players_near_one_host_region_first():
+    from mgmatch.core.checker import tolerance
+    from mgmatch.solvers.mgmatch import near_region, rounding
+
+    checked = 0
+    for pr in problems("12v12", 8, seed=51):
+        chk = pr.checker
+        if chk.max_ping is None:
+            continue
+        p = np.random.default_rng(checked).random((pr.instance.n, pr.instance.teams))
+        mask = near_region(pr, p)
+        assert mask is not None
+        near = chk.ping <= chk.max_ping + tolerance(chk.max_ping)
+        assert any((near[:, g] == mask).all() for g in range(near.shape[1]))  # one region's near players
+        t = rounding(pr, p)
+        selected = t >= 0
+        assert [int((t == j).sum()) for j in range(pr.instance.teams)] == list(pr.instance.sizes)
+        # every selected player is near that region (a pool of this world has enough of them)
+        assert mask[selected].all()
+        checked += 1
+    assert checked >= 4
+
+
 def test_polish_never_worsens_and_stays_feasible():
     for pr in problems("3v3", 3, seed=11) + problems("12v12", 1, seed=4):
         starts = get_solver("random", seed=2, max_samples=600, default_time_limit_ms=10_000)
