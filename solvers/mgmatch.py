@@ -167,8 +167,7 @@ REPAIR_SHARE = 0.35
 #: against 0.11%; pools of 90-100 at 50 ms (~56) 1.21% against 0.77% and 1.24% against 0.69%
 #: (30 pools): the surrogate MIP's choice of who plays from a long bench is worth its time there
 REPAIR_MAX_ITERATIONS = 45
-#: ... and only where the model's measured surrogate stage fits what a failed repair leaves (1 −
-#: REPAIR_SHARE of the time left), and only while repairs succeed: at least REPAIR_MIN_RATE of the last REPAIR_KEEP tries (by
+#: ... and only while repairs succeed: at least REPAIR_MIN_RATE of the last REPAIR_KEEP tries (by
 #: engagement model, budget and method; judged from REPAIR_MIN_SEEN on). A failed try leaves the
 #: surrogate MIP 65% of the time: 12v12-deep at 20 ms repaired 44% of its pools in time, and 5% went
 #: unanswered. While they do not, one solve in REPAIR_RETRY_EVERY tries again (doubling after each
@@ -585,8 +584,6 @@ class MGMatchSolver:
         stats["repair_expected_iterations"] = round((stop - t0 - stage) / pace, 1)
         if stats["repair_expected_iterations"] >= REPAIR_MAX_ITERATIONS:
             return None  # the pipeline leaves tabu search time enough
-        if stage > (1.0 - REPAIR_SHARE) * (stop - t0):
-            return None  # a failed repair would leave the surrogate MIP too little to answer
         key = _search_key(problem, budget, self.name)
         tries = _REPAIRS.get(key, [])
         retry = False

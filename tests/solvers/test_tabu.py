@@ -365,14 +365,3 @@ def test_repair_first_also_where_the_search_build_would_not_fit(monkeypatch):
     assert sol.stats["repair_first"] == "repaired" and sol.stats["search_skipped"] == "build_too_slow"
     assert "surrogate_ms" not in sol.stats and sol.has_assignment
     assert mg._SEARCH_BUILDS[key[0]] == [5.0]  # the oldest build forgotten, as when the search skips it
-
-
-def test_no_repair_first_where_a_failed_repair_would_leave_the_surrogate_mip_too_little(monkeypatch):
-    import mgmatch.solvers.mgmatch as mg
-
-    pr = problems("12v12", 1, seed=6)[0]
-    bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))
-    key = _repair_setup(monkeypatch, pr, 150, pace_s=1.0)  # ~0 iterations expected after the stage
-    monkeypatch.setattr(mg, "_SURROGATE_TIMES", {key[0]: [0.12]})  # > 65% of what is left
-    sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
-    assert "repair_first" not in sol.stats and "surrogate_ms" in sol.stats and sol.has_assignment
