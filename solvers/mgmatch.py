@@ -157,21 +157,24 @@ _SEARCH_HITS: dict[tuple, list[bool]] = {}
 #: **repair first** (``repair_first``, :meth:`MGMatchSolver._repair_first`): when SCIP's search will not
 #: run, tabu search walks the party-whole rounding of P to a feasible assignment and on, with all
 #: the time, instead of the surrogate MIP giving it a start; when it has none by this share of the
-#: time left, the surrogate MIP gets the rest (measured on 120 12v12 pools: 96% are repaired
-#: within 7 ms)
+#: time left, the surrogate MIP gets the rest (measured on 120 12v12 pools: 99% of the roundings
+#: (:func:`rounding`) are repaired within 5 ms)
 REPAIR_SHARE = 0.35
 #: ... only where the pipeline would leave tabu search fewer than this many iterations: (time left −
 #: the model's measured surrogate stage) / its measured time per tabu iteration. Measured with
 #: interleaved solves (repair first on, off): 12v12 at 20 ms (~19 iterations after the surrogate
 #: stage) 0.29% against 0.40% and 0.28% against 0.42% (120 pools each); at 50 ms (~90) 0.12%
 #: against 0.11%; pools of 90-100 at 50 ms (~56) 1.21% against 0.77% and 1.24% against 0.69%
-#: (30 pools): the surrogate MIP's choice of who plays from a long bench is worth its time there
+#: (30 pools): the surrogate MIP's choice of who plays from a long bench is worth its time there.
+#: The estimate (``stats["repair_expected_iterations"]``) measured 1–20 on 12v12 at 20 ms, 61–83 at
+#: 50 ms, 51–67 on those pools at 50 ms (10th–90th percentiles)
 REPAIR_MAX_ITERATIONS = 45
 #: ... and only while repairs succeed: at least REPAIR_MIN_RATE of the last REPAIR_KEEP tries (by
 #: engagement model, budget and method; judged from REPAIR_MIN_SEEN on). A failed try leaves the
 #: surrogate MIP 65% of the time: 12v12-deep at 20 ms repaired 44% of its pools in time, and 5% went
 #: unanswered. While they do not, one solve in REPAIR_RETRY_EVERY tries again (doubling after each
-#: retry that fails, up to REPAIR_RETRY_MAX)
+#: retry that fails, up to REPAIR_RETRY_MAX). At 85%, chance runs of 3 failures in 16 (12v12 at
+#: 20 ms fails ~5%) turned it off for ~50 solves at a time
 REPAIR_MIN_RATE = 0.7
 REPAIR_KEEP = 16
 REPAIR_MIN_SEEN = 4
