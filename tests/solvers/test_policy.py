@@ -7,6 +7,7 @@ at the deadline, and an answer that always carries the feasible assignment found
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import numpy as np
@@ -183,7 +184,8 @@ def test_pipeline_keeps_the_enumerated_start_when_no_mip_fits(monkeypatch):
 
     monkeypatch.setattr(mg, "best_assignment", cut_short)
     monkeypatch.setattr(MipModel, "build", classmethod(lambda cls, *a, **k: (_ for _ in ()).throw(BuildInterrupted("t"))))
-    sol = mg.MGMatchSolver(GradientPredictor(), policy="enumerate", selection=False).solve(pr, Budget.of(500))
+    sol = mg.MGMatchSolver(GradientPredictor(), policy="enumerate", selection=False,
+                           repair_first=False).solve(pr, Budget.of(500))
     assert sol.status == "feasible" and sol.stats["enumerate_complete"] is False
     assert sol.stats["surrogate_status"] == "build_interrupted"
     assert sol.objective == pytest.approx(pr.objective(optimum(pr)), rel=1e-9)
@@ -319,11 +321,19 @@ def test_a_surrogate_build_measured_too_slow_is_skipped_only_when_there_is_an_an
     assert sol.stats["surrogate_status"] == "build_interrupted" and sol.has_assignment
     # no answer yet (a prediction whose rounding breaks rules): the build is tried anyway, and it
     # answers within the budget
-    wrong = best.copy()
-    wrong[np.flatnonzero(best >= 0)[0]] = -1
-    wrong[np.flatnonzero(best < 0)[0]] = 0
-    assert not pr.checker.feasible(wrong[None])[0]
-    sol = mg.MGMatchSolver(FixedPredictor(wrong), policy="pipeline").solve(pr, Budget.of(300))
+    # (a swap of a selected and a benched player whose rounding, parties whole and players near a
+    # host region first, still breaks rules)
+    for i, k in itertools.product(np.flatnonzero(best >= 0), np.flatnonzero(best < 0)):
+        wrong = best.copy()
+        wrong[i], wrong[k] = -1, best[i]
+        pred = FixedPredictor(wrong)
+        if not pr.checker.feasible(mg.rounding(pr, pred.predict([pr])[0])[None])[0]:
+            break
+    else:
+        raise AssertionError("no swap whose rounding breaks rules")
+    # (repair_first=False: what earlier tests measured must not send it down the repair path)
+    sol = mg.MGMatchSolver(pred, policy="pipeline", repair_first=False).solve(pr, Budget.of(300))
+    assert sol.stats["rounding_feasible"] is False
     assert sol.stats["surrogate_status"] != "build_interrupted" and sol.has_assignment
     assert sol.time_ms <= 300 + 5
 

@@ -1,0 +1,15 @@
+"""Solver tests start from no measured tabu pace and no repair record: repair first
+(:meth:`~mgmatch.solvers.mgmatch.MGMatchSolver._repair_first`) then takes a solve only after the test's
+own solves measured what it needs, whatever ran before in the process."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _no_repair_history(monkeypatch):
+    import mgmatch.solvers.mgmatch as mg
+
+    for name in ("_TABU_PACE", "_REPAIRS", "_REPAIR_SKIPS", "_REPAIR_RETRY_GAP"):
+        monkeypatch.setattr(mg, name, {})
