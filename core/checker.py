@@ -59,6 +59,8 @@ class Checker:
         self.ping = np.asarray([[(p.pings or {}).get(r, np.inf) for r in regions] for p in inst.players]).reshape(self.N, len(regions))
         ping_rules = [r.max_ms for r in inst.rules if isinstance(r, MaxPingRule)]
         self.max_ping = min(ping_rules) if ping_rules else None
+        # [N, regions]: the player is farther than the tightest max_ping from the region (None: no rule)
+        self.far = None if self.max_ping is None else self.ping > self.max_ping + tolerance(self.max_ping)
 
     # ------------------------------------------------------------------ batch
 
@@ -219,7 +221,7 @@ class Checker:
         if isinstance(rule, MaxPingRule):
             if not self.regions:
                 return ~sel.any(1)
-            far = (self.ping > self.max_ping + tolerance(self.max_ping)).astype(np.float32)  # [N, R]
+            far = self.far.astype(np.float32)  # [N, R]
             # some region reached by every selected player: no selected player is far from it
             # (one product: the [B, N, R] broadcast took 3.8 ms for 2 000 candidates on 12v12)
             return ((sel.astype(np.float32) @ far) < 0.5).any(1)

@@ -75,8 +75,6 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from mgmatch.core.checker import tolerance
-from mgmatch.core.compiler import parties
 from mgmatch.core.errors import InvalidInput
 from mgmatch.core.problem import Problem
 from mgmatch.core.rules import PartyTogetherRule
@@ -101,8 +99,6 @@ DEFAULT_TIME_LIMIT_MS = 100.0
 SURROGATE_SHARE = 0.1
 #: ... but at least this long (seconds) when the budget allows
 SURROGATE_MIN_S = 0.005
-#: after a first feasible assignment, the surrogate solve goes on only with more than this left
-SURROGATE_MORE_S = 2 * SURROGATE_MIN_S
 #: share of the time left after the surrogate spent polishing its answers before the true search.
 #: Tuned on 12v12 seed 2000003: at 50 ms the mean gap went 0.76% (0.15) → 0.55% (0.4) → 0.49%
 #: (0.6); at 100 ms 0.15% (0.15) → 0.10% (0.4) → 0.09% (0.6). 0.5; 3v3 was 0.00% with all of them
@@ -273,9 +269,9 @@ def near_region(problem: Problem, p: np.ndarray) -> np.ndarray | None:
     nearby players the prediction favours most (the largest Σ_j p_ij of its best Σ sizes near
     players): bool [N]. None without the rule or when no region has enough near players."""
     chk = problem.checker
-    if chk.max_ping is None:
+    if chk.far is None:
         return None
-    near = chk.ping <= chk.max_ping + tolerance(chk.max_ping)  # [N, regions]
+    near = ~chk.far  # [N, regions]
     slots = sum(problem.instance.sizes)
     mass = p.sum(axis=1)
     best, mask = -np.inf, None
@@ -303,7 +299,7 @@ def party_units(problem: Problem) -> list[np.ndarray] | None:
     """The parties a ``party_together`` rule keeps whole (player index arrays), else None."""
     if not any(isinstance(r, PartyTogetherRule) for r in problem.instance.rules):
         return None
-    return [np.asarray(m, dtype=np.int64) for m in parties(problem.instance).values()]
+    return [np.asarray(m, dtype=np.int64) for m in problem.checker.parties.values()]
 
 
 class MGMatchSolver:
@@ -455,7 +451,7 @@ class MGMatchSolver:
         with released():  # the SCIP instances built here serve the next solve's builds
             if choice.path == "scip":
                 return self._scip_path(problem, budget, p, starts, stats, answer)
-            return self._pipeline(problem, budget, p, starts, stats, answer)
+            return self._pipeline(problem, budget, p, rounded, starts, stats, answer)
 
     def _scip_path(self, problem: Problem, budget: Budget, p: np.ndarray, starts: dict, stats: dict,
                    answer) -> Solution:
@@ -570,9 +566,9 @@ class MGMatchSolver:
             _remember(_TABU_PACE, _model_key(problem), took / res.iterations, SURROGATE_TIMES_KEEP)
         return res
 
-    def _repair_first(self, problem: Problem, budget: Budget, p: np.ndarray, starts: dict, stats: dict,
+    def _repair_first(self, problem: Problem, budget: Budget, rounded: np.ndarray, starts: dict, stats: dict,
                       answer) -> Solution | None:
-        """Tabu search from the best start, or from the party-whole rounding of P, with all the time
+        """Tabu search from the best start, or from ``rounded`` (:func:`rounding` of P), with all the time
         left, its penalty walking a rule-breaking start to a feasible one. None (the time left goes
         to the surrogate MIP) when nothing is feasible by :data:`REPAIR_SHARE` of the time left, when
         the rules after it say no (:data:`REPAIR_MAX_ITERATIONS`, :data:`REPAIR_MIN_RATE`), or when
@@ -595,7 +591,7 @@ class MGMatchSolver:
             if _REPAIR_SKIPS[key] < _REPAIR_RETRY_GAP.get(key, REPAIR_RETRY_EVERY):
                 return None
             _REPAIR_SKIPS[key], retry = 0, True
-        start = max(starts.values(), key=problem.objective) if starts else rounding(problem, p)
+        start = max(starts.values(), key=problem.objective) if starts else rounded
         res = self._tabu_run(problem, start, stop, 0.0, stats, feasible_by=t0 + REPAIR_SHARE * (stop - t0))
         repaired = res.team_of is not None
         _remember(_REPAIRS, key, repaired, REPAIR_KEEP)
@@ -638,8 +634,8 @@ class MGMatchSolver:
         best, _ = self._tabu(problem, best, problem.objective(best), stop, 0.0, stats)
         return answer(best, "feasible")
 
-    def _pipeline(self, problem: Problem, budget: Budget, p: np.ndarray, starts: dict, stats: dict,
-                  answer) -> Solution:
+    def _pipeline(self, problem: Problem, budget: Budget, p: np.ndarray, rounded: np.ndarray, starts: dict,
+                  stats: dict, answer) -> Solution:
         """Surrogate MIP → polish → search of the engagement MIP (the module docstring's steps 3–5)."""
         deadline = budget.deadline()
         selecting = self.selection and self.use_polish and selection_applicable(problem)
@@ -675,11 +671,11 @@ class MGMatchSolver:
             if skip is None and not probe and builds and max(builds) > SEARCH_BUILD_SHARE * after:
                 skip = "build_too_slow"
             if skip is not None and self.repair_first:
-                done = self._repair_first(problem, budget, p, starts, stats, answer)
+                done = self._repair_first(problem, budget, rounded, starts, stats, answer)
                 if done is not None:
                     stats["search_skipped"] = skip
-                    if skip == "build_too_slow":  # as below: the oldest build is forgotten
-                        _SEARCH_BUILDS[key[0]] = builds[1:]
+                    if skip == "build_too_slow":
+                        _forget_oldest_build(key[0])
                     return done
 
         # a model the search may turn into the engagement MIP needs a new SCIP instance
@@ -727,7 +723,7 @@ class MGMatchSolver:
                     if res.status == "timelimit":
                         _remember(_FIRST_OVERSHOOT, bucket, max(0.0, res.time_s - limit), FIRST_OVERSHOOT_KEEP)
                     more = stop - time.perf_counter() - SCIP_MARGIN_S
-                    if res.status == "sollimit" and more > SURROGATE_MORE_S:
+                    if res.status == "sollimit" and more > 2 * SURROGATE_MIN_S:
                         # (with less left, polishing the first solution on the true objective pays more)
                         mip.set_time_limit(mip.model.getSolvingTime() + max(more * self.surrogate_share,
                                                                             SURROGATE_MIN_S))
@@ -794,8 +790,7 @@ class MGMatchSolver:
         if share >= 1.0 and (self.tabu_share is None or mip.reused):
             stats["search_skipped"] = skip or "not_paying"
             if skip == "build_too_slow":
-                builds = _SEARCH_BUILDS.get(key[0])
-                _SEARCH_BUILDS[key[0]] = builds[1:] if builds else builds
+                _forget_oldest_build(key[0])
             return answer(best, "feasible")
 
         # Predict-and-Search on the true objective, from the best assignment so far;
@@ -807,7 +802,7 @@ class MGMatchSolver:
         builds = _SEARCH_BUILDS.get(key[0])
         if builds and max(builds) > SEARCH_BUILD_SHARE * (stop - reserve - t3):
             stats["search_skipped"] = "build_too_slow"
-            _SEARCH_BUILDS[key[0]] = builds[1:]  # forget the oldest: a build slowed by a busy moment is measured again
+            _forget_oldest_build(key[0])
             if self._tabu_share(None) > 0:
                 best, best_obj = self._tabu(problem, best, best_obj, stop, pace, stats)
             return answer(best, "feasible")
@@ -854,6 +849,14 @@ def _upper_quartile(times: list[float] | None) -> float | None:
 
 def _model_key(problem: Problem) -> str:
     return problem.model_name or f"id:{id(problem.model)}"
+
+
+def _forget_oldest_build(model: str) -> None:
+    """A search skipped because its measured builds would not fit forgets the oldest of them: a build
+    slowed by a busy moment is then measured again (a skipped search measures nothing)."""
+    builds = _SEARCH_BUILDS.get(model)
+    if builds:
+        _SEARCH_BUILDS[model] = builds[1:]
 
 
 def _probe_due(key: tuple) -> bool:

@@ -561,7 +561,7 @@ class MoveScorer:
             self.far = np.zeros((N, 0))
             self.has_ping = False
         else:
-            self.far = np.ascontiguousarray(chk.ping > chk.max_ping + tolerance(chk.max_ping), dtype=np.float64)
+            self.far = np.ascontiguousarray(chk.far, dtype=np.float64)
             self.has_ping = True
         groups = list(chk.parties.values()) if any(isinstance(r, PartyTogetherRule) for r in inst.rules) else []
         self.party_ptr = np.cumsum([0] + [len(m) for m in groups]).astype(np.int64)
