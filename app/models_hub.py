@@ -111,7 +111,8 @@ def _load_engagement_file(entry: ModelFile) -> EngagementModel:
 # --------------------------------------------------------------------------- predictors
 
 
-def _pin_for(entry: ModelFile) -> str | None:
+def pin_for(entry: ModelFile) -> str | None:
+    """The SHA-256 an entry is pinned to: its own, or the one its JSON sidecar records (None: neither)."""
     if entry.sha256 is not None:
         return entry.sha256
     sidecar = Path(entry.path).with_suffix(".json")
@@ -126,7 +127,7 @@ def _load_onnx(entry: ModelFile) -> tuple[Any, str]:
     path = Path(entry.path)
     if path.suffix != ".onnx":
         raise PredictorDown("rejected", f"{path}: predictors load from .onnx files only")
-    pin = _pin_for(entry)
+    pin = pin_for(entry)
     if pin is None:
         raise PredictorDown("rejected", f"{path}: no pinned sha256 (config or sidecar {path.with_suffix('.json').name})")
     if not path.exists():
@@ -154,7 +155,7 @@ def verify_pin(entry: ModelFile, section: str) -> str:
     path = Path(entry.path)
     if not path.is_file():
         raise InvalidInput(f"{where}.path", f"no such file {path}")
-    pin = _pin_for(entry)
+    pin = pin_for(entry)
     if pin is None:
         raise InvalidInput(f"{where}.sha256", f"{path}: no pinned sha256 (config or sidecar)")
     digest = sha256_file(path)

@@ -56,7 +56,7 @@ class ScipSolver:
         size = BuildClock.size(problem.compiled)
         left = budget.remaining()
         if left is not None and ENGAGEMENT_BUILDS.expected_s(size) > left:
-            ENGAGEMENT_BUILDS.skipped()
+            ENGAGEMENT_BUILDS.skipped(size)
             self.last_stats = {"status": "no_time", "build_s": 0.0, "time_limit_s": None,
                                "expected_build_s": ENGAGEMENT_BUILDS.expected_s(size)}
             return problem.solution(None, "no_solution", method, budget.elapsed_ms())

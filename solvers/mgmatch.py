@@ -31,7 +31,10 @@ Pipeline inside one wall-clock budget (default 100 ms, INCLUDING encoding and in
    iterations, steps 3–4 are replaced by tabu search from the party-whole rounding, which repairs
    it itself (its penalty on how far outside each broken rule is) and walks on with all the time;
    the surrogate MIP gets the rest only when nothing is feasible by :data:`REPAIR_SHARE` of it.
-   ``stats["repair_first"]``: ``repaired`` or ``failed``.
+   ``stats["repair_first"]``: ``repaired`` or ``failed``; where it was considered but not tried,
+   ``stats["repair_skipped"]`` says why: ``unmeasured`` (no surrogate stage or tabu pace measured
+   for the model yet), ``iterations`` (the pipeline leaves tabu search enough) or ``success_rate``
+   (recent repairs failed too often; a retry that repairs clears their record).
 4. **Polish** (:mod:`mgmatch.solvers.polish`): best-improvement swaps on the true engagement
    objective, feasibility kept by the checker. The starts (rounding, SCIP's solution pool) are
    polished best first for at most :data:`POLISH_SHARE` of the time left.
@@ -169,8 +172,10 @@ REPAIR_MAX_ITERATIONS = 45
 #: engagement model, budget and method; judged from REPAIR_MIN_SEEN on). A failed try leaves the
 #: surrogate MIP 65% of the time: 12v12-deep at 20 ms repaired 44% of its pools in time, and 5% went
 #: unanswered. While they do not, one solve in REPAIR_RETRY_EVERY tries again (doubling after each
-#: retry that fails, up to REPAIR_RETRY_MAX). At 85%, chance runs of 3 failures in 16 (12v12 at
-#: 20 ms fails ~5%) turned it off for ~50 solves at a time
+#: retry that fails, up to REPAIR_RETRY_MAX); a retry that repairs starts the record afresh. At 85%,
+#: chance runs of 3 failures in 16 (12v12 at 20 ms fails ~5%) turned it off for ~50 solves at a
+#: time; before retries cleared the record, 2 early failures of 4 kept it off on 43 of 80
+#: 12v12-deep solves at 50 ms (where ~92% repair)
 REPAIR_MIN_RATE = 0.7
 REPAIR_KEEP = 16
 REPAIR_MIN_SEEN = 4
@@ -469,7 +474,7 @@ class MGMatchSolver:
         size = BuildClock.size(problem.compiled)
         mip = None
         if ENGAGEMENT_BUILDS.expected_s(size) > stop - t1:  # no time to build: polish the start
-            ENGAGEMENT_BUILDS.skipped()
+            ENGAGEMENT_BUILDS.skipped(size)
         else:
             try:
                 mip = MipModel.build(problem.compiled, checker=problem.checker, settings="exact", deadline=stop,
@@ -513,7 +518,7 @@ class MGMatchSolver:
         if res.measured_round_s > 0:
             POLISH_ROUNDS.record(res.measured_round_s, size)
         elif not res.local_optimum:
-            POLISH_ROUNDS.skipped()  # no round fitted at the measured pace
+            POLISH_ROUNDS.skipped(size)  # no round fitted at the measured pace
         return res
 
     def _tabu_share(self, left_s: float | None, key: tuple | None = None) -> float:
@@ -541,7 +546,7 @@ class MGMatchSolver:
         tabu search on assignments (``stats["tabu_*"]``)."""
         t0 = time.perf_counter()
         if t0 + pace >= stop:
-            POLISH_ROUNDS.skipped()  # the pace given is polishing's
+            POLISH_ROUNDS.skipped(problem.instance.n ** 2)  # the pace given is polishing's
             return best, best_obj
         if self.selection and selection_applicable(problem):
             sel = selection_search(problem, best, stop, seed=self.seed)
@@ -579,25 +584,34 @@ class MGMatchSolver:
         stop = budget.deadline() - FINISH_RESERVE_S
         t0 = time.perf_counter()
         if stage is None or pace is None:
-            return None  # never measured
+            stats["repair_skipped"] = "unmeasured"
+            return None
         stats["repair_expected_iterations"] = round((stop - t0 - stage) / pace, 1)
         if stats["repair_expected_iterations"] >= REPAIR_MAX_ITERATIONS:
-            return None  # the pipeline leaves tabu search time enough
+            stats["repair_skipped"] = "iterations"  # the pipeline leaves tabu search time enough
+            return None
         key = _search_key(problem, budget, self.name)
         tries = _REPAIRS.get(key, [])
         retry = False
         if len(tries) >= REPAIR_MIN_SEEN and sum(tries) < REPAIR_MIN_RATE * len(tries):
             _REPAIR_SKIPS[key] = _REPAIR_SKIPS.get(key, 0) + 1
             if _REPAIR_SKIPS[key] < _REPAIR_RETRY_GAP.get(key, REPAIR_RETRY_EVERY):
+                stats["repair_skipped"] = "success_rate"
                 return None
             _REPAIR_SKIPS[key], retry = 0, True
         start = max(starts.values(), key=problem.objective) if starts else rounded
         res = self._tabu_run(problem, start, stop, 0.0, stats, feasible_by=t0 + REPAIR_SHARE * (stop - t0))
         repaired = res.team_of is not None
-        _remember(_REPAIRS, key, repaired, REPAIR_KEEP)
-        if retry:
-            gap = _REPAIR_RETRY_GAP.get(key, REPAIR_RETRY_EVERY)
-            _REPAIR_RETRY_GAP[key] = REPAIR_RETRY_EVERY if repaired else min(2 * gap, REPAIR_RETRY_MAX)
+        if retry and repaired:
+            # a retry that repairs starts the record afresh: the failures before it no longer count
+            # (kept, a chance run of early failures held repair first off for ~16 solves per
+            # success needed to outweigh them: 12v12-deep at 50 ms skipped it on 43 of 80 solves)
+            _REPAIRS[key] = [True]
+            _REPAIR_RETRY_GAP[key] = REPAIR_RETRY_EVERY
+        else:
+            _remember(_REPAIRS, key, repaired, REPAIR_KEEP)
+        if retry and not repaired:
+            _REPAIR_RETRY_GAP[key] = min(2 * _REPAIR_RETRY_GAP.get(key, REPAIR_RETRY_EVERY), REPAIR_RETRY_MAX)
         stats["repair_first"] = "repaired" if repaired else "failed"
         if not repaired:
             return None
@@ -693,7 +707,7 @@ class MGMatchSolver:
                 # late): at 20 ms on 12v12, build times vary 5–10 ms with what ran just before,
                 # and skipping left 9 of 40 pools unanswered
                 if starts and SURROGATE_BUILDS.expected_s(size) > stop - time.perf_counter():
-                    SURROGATE_BUILDS.skipped()
+                    SURROGATE_BUILDS.skipped(size)
                     raise BuildInterrupted("no time to build the surrogate MIP (measured build times)")
                 mip = MipModel.build(problem.compiled, checker=problem.checker, fast=True, deadline=stop,
                                      reuse=searchless)
@@ -763,7 +777,7 @@ class MGMatchSolver:
         for k in order:
             if time.perf_counter() + pace >= polish_stop:
                 if not polished:
-                    POLISH_ROUNDS.skipped()
+                    POLISH_ROUNDS.skipped(problem.instance.n ** 2)
                 break
             res_p = self._polish(problem, cands[k], polish_stop, pace)
             pace = max(pace, res_p.round_s)

@@ -286,7 +286,7 @@ def selection_search(problem: Problem, start: np.ndarray, deadline: float, *, se
             keep = int(bench.size * (deadline - t0) / max(expected, 1e-9))
             if keep < max(1, MIN_PARTIAL_SHARE * bench.size):
                 if it == 0:
-                    SELECTION_ROUNDS.skipped()  # not one iteration fitted at the measured pace
+                    SELECTION_ROUNDS.skipped(size)  # not one iteration fitted at the measured pace
                 break
             bench = np.sort(rng.choice(bench, size=keep, replace=False))
             size = sel.size * bench.size * len(P)

@@ -140,7 +140,7 @@ def tabu_search(problem: Problem, start: np.ndarray, deadline: float, *, seed: i
             break
         if time.perf_counter() + PACE_SAFETY * TABU_ROUNDS.expected_s(cells) >= deadline:
             if it == 1:
-                TABU_ROUNDS.skipped()  # not one iteration fitted at the measured pace
+                TABU_ROUNDS.skipped(cells)  # not one iteration fitted at the measured pace
             break
         vals, broken, tabu, excess = scorer.score(cur, moves, until, it)
         finite = np.isfinite(vals)

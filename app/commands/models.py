@@ -54,7 +54,7 @@ class Named:
 
 def named_models(config) -> list[Named]:
     """Every model ``config`` (a :class:`~mgmatch.app.config.ServiceConfig`) names, in a stable order."""
-    from mgmatch.app.models_hub import _pin_for, entry_field
+    from mgmatch.app.models_hub import entry_field, pin_for
     from mgmatch.core.presets import model_names
     from mgmatch.solvers.base import method_info
 
@@ -62,7 +62,7 @@ def named_models(config) -> list[Named]:
     for section, kind, entries in (("engagement", "engagement", config.models.engagement),
                                    ("predictors", "predictor", config.models.predictors)):
         for e in entries:
-            pin = e.sha256 if kind == "engagement" else _pin_for(e)
+            pin = e.sha256 if kind == "engagement" else pin_for(e)
             out[(kind, e.name)] = Named(kind, e.name, "file", str(e.path), pin, entry_field(e, section))
 
     def use(kind: str, name: str | None, who: str) -> None:

@@ -295,7 +295,7 @@ def test_a_build_measured_too_slow_for_the_time_left_is_not_started(monkeypatch,
     pr, = problems("12v12", 1)
     best = optimum(pr)
     size = BuildClock.size(pr.compiled)
-    eng.rates.clear()  # (the exact solve above measured one build)
+    eng.by_class.clear()  # (the exact solve above measured one build)
     eng.record(0.5, size)  # a build of this size took 500 ms
     assert eng.expected_s(size) == pytest.approx(0.5)
 
@@ -343,23 +343,37 @@ def test_build_clock_is_an_upper_quartile_of_recent_rates():
     assert clock.expected_s(100) == 0.0  # never measured: always try
     for s in (0.01, 0.02, 0.03, 0.04, 0.05):
         clock.record(s, 100)
-    assert len(clock.rates) == 4  # the oldest is forgotten
-    assert clock.expected_s(200) == pytest.approx(2 * 0.04)
+    assert len(clock.rates(100)) == 4  # the oldest is forgotten
+    assert clock.expected_s(120) == pytest.approx(120 / 100 * 0.04)
+
+
+def test_build_clock_keeps_sizes_apart():
+    """A small model's rate per unit (its fixed cost spread over few units) says nothing of a large
+    one's: each size class (within a factor of two) is measured on its own."""
+    clock = BuildClock()
+    clock.record(0.001, 200)  # a tiny game: 5 µs per unit
+    assert clock.expected_s(100_000) == 0.0  # a 12v12 pool's size: never measured, so tried
+    clock.record(0.01, 100_000)  # 0.1 µs per unit
+    assert clock.expected_s(100_000) == pytest.approx(0.01)
+    assert clock.expected_s(150) == pytest.approx(150 * 5e-6)  # the small class unchanged
+    assert clock.size_class(64) == clock.size_class(127) != clock.size_class(128)
 
 
 def test_a_skipped_stage_forgets_its_largest_rate_every_few_skips():
     clock = BuildClock(keep=16, forget_every=4)
     for rate in (1.0, 2.0, 3.0, 1e3):
         clock.record(rate, 1)
+    clock.record(7.0, 1_000)  # another size class: skips of size 1 leave it alone
     before = clock.expected_s(1)
     for _ in range(3):
-        clock.skipped()
+        clock.skipped(1)
     assert clock.expected_s(1) == before  # three skips: nothing forgotten yet
-    clock.skipped()
-    assert sorted(clock.rates) == [1.0, 2.0, 3.0] and clock.expected_s(1) < before
+    clock.skipped(1)
+    assert sorted(clock.rates(1)) == [1.0, 2.0, 3.0] and clock.expected_s(1) < before
     for _ in range(12):
-        clock.skipped()
-    assert clock.rates == [] and clock.expected_s(1) == 0.0  # measured again at its next chance
+        clock.skipped(1)
+    assert clock.rates(1) == [] and clock.expected_s(1) == 0.0  # measured again at its next chance
+    assert clock.rates(1_000) == [7.0 / 1_000]
 
 
 def test_polishing_and_tabu_locked_out_by_slow_moments_come_back(monkeypatch):
@@ -371,8 +385,9 @@ def test_polishing_and_tabu_locked_out_by_slow_moments_come_back(monkeypatch):
     pr, = problems("12v12", 1)
     slow_polish, slow_tabu = BuildClock(), BuildClock()
     for _ in range(6):
-        slow_polish.record(1.0, 1)
-        slow_tabu.record(1.0, 1)
+        for k in range(30):  # every size class
+            slow_polish.record(2.0 ** k, 2 ** k)
+            slow_tabu.record(2.0 ** k, 2 ** k)
     monkeypatch.setattr(mg, "POLISH_ROUNDS", slow_polish)
     monkeypatch.setattr(tabu_mod, "TABU_ROUNDS", slow_tabu)
     monkeypatch.setattr(mg, "_SEARCH_HITS", {})

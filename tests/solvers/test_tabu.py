@@ -288,6 +288,23 @@ def test_tabu_on_random_games_of_three_and_four_teams_with_every_rule_kind():
     assert tested >= 3
 
 
+def test_a_small_games_pace_does_not_stop_tabu_on_a_large_one(monkeypatch):
+    """Iteration paces are kept per size class: a slow rate measured on a few hundred cells (a tiny
+    game's iteration, its fixed cost spread thin) must not make a 12v12 iteration (~10^5 cells) look
+    like it cannot fit. With one rate for every size, tabu search stopped after two iterations."""
+    from mgmatch.solvers import tabu as tabu_mod
+    from mgmatch.solvers.mip import BuildClock
+
+    clock = BuildClock()
+    clock.record(0.001, 300)  # 3.3 µs per cell on a tiny game
+    monkeypatch.setattr(tabu_mod, "TABU_ROUNDS", clock)
+    pr = problems("12v12", 1, seed=6)[0]
+    start = random_start(pr, 0)
+    res = tabu_search(pr, start, time.perf_counter() + 2.0, max_iterations=10)
+    assert res.iterations == 10
+    assert clock.expected_s(300) == pytest.approx(0.001)  # the tiny game's class as it was
+
+
 def _repair_setup(monkeypatch, pr: Problem, budget_ms: float, pace_s: float):
     """The search not paying for this model and budget (no probe due), the surrogate stage measured
     at 5 ms and tabu iterations at ``pace_s``."""
@@ -351,6 +368,41 @@ def test_repairs_that_fail_give_the_time_to_the_surrogate_mip_then_stop_being_tr
     seen = mg.REPAIR_MIN_SEEN
     assert tried == [True] * seen + [False, False, True] + [False] * 5 + [True]
     assert mg._REPAIR_RETRY_GAP[key] == 12
+
+
+def test_a_retry_that_repairs_starts_the_record_afresh(monkeypatch):
+    """A chance run of failed repairs must not keep repair first off once repairs succeed again: the
+    retry that repairs clears the failures (12v12-deep at 50 ms skipped repair first on 43 of 80
+    solves while its failures were still counted)."""
+    import mgmatch.solvers.mgmatch as mg
+    from mgmatch.solvers.tabu import TabuResult
+
+    pr = problems("12v12", 1, seed=6)[0]
+    bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))
+    key = _repair_setup(monkeypatch, pr, 150, pace_s=0.01)
+    real = mg.tabu_search
+    failing = [True]
+
+    def sometimes_repairs(problem, start, deadline, **kw):
+        if kw.get("feasible_by") is not None and failing[0]:
+            return TabuResult(None, None, 1, False, 0, 0.001)
+        return real(problem, start, deadline, **kw)
+
+    monkeypatch.setattr(mg, "tabu_search", sometimes_repairs)
+    monkeypatch.setattr(mg, "REPAIR_RETRY_EVERY", 2)
+    monkeypatch.setattr(mg, "REPAIR_MAX_ITERATIONS", 10**9)
+    solve = lambda: MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))  # noqa: E731
+    for _ in range(mg.REPAIR_MIN_SEEN):
+        assert solve().stats["repair_first"] == "failed"
+    failing[0] = False  # repairs succeed from now on
+    sol = solve()
+    assert "repair_first" not in sol.stats and sol.stats["repair_skipped"] == "success_rate"
+    sol = solve()  # the retry
+    assert sol.stats["repair_first"] == "repaired" and "surrogate_ms" not in sol.stats
+    assert mg._REPAIRS[key] == [True] and mg._REPAIR_RETRY_GAP[key] == 2
+    for _ in range(3):  # and every solve after it tries again
+        assert solve().stats["repair_first"] == "repaired"
+    assert mg._REPAIRS[key] == [True] * 4
 
 
 def test_repair_first_also_where_the_search_build_would_not_fit(monkeypatch):
