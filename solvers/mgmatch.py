@@ -32,9 +32,10 @@ Pipeline inside one wall-clock budget (default 100 ms, INCLUDING encoding and in
    it itself (its penalty on how far outside each broken rule is) and walks on with all the time;
    the surrogate MIP gets the rest only when nothing is feasible by :data:`REPAIR_SHARE` of it.
    ``stats["repair_first"]``: ``repaired`` or ``failed``; where it was considered but not tried,
-   ``stats["repair_skipped"]`` says why: ``unmeasured`` (no surrogate stage or tabu pace measured
-   for the model yet), ``iterations`` (the pipeline leaves tabu search enough) or ``success_rate``
-   (recent repairs failed too often; a retry that repairs clears their record).
+   ``stats["repair_skipped"]`` says why: ``unmeasured`` (no surrogate stage measured for the model
+   and budget, or no tabu pace for the model, yet), ``iterations`` (the pipeline leaves tabu search
+   enough) or ``success_rate`` (recent repairs failed too often; a retry that repairs clears their
+   record).
 4. **Polish** (:mod:`mgmatch.solvers.polish`): best-improvement swaps on the true engagement
    objective, feasibility kept by the checker. The starts (rounding, SCIP's solution pool) are
    polished best first for at most :data:`POLISH_SHARE` of the time left.
@@ -140,12 +141,13 @@ SEARCH_PROBE_EVERY = 4
 SEARCH_PROBE_MAX = 32
 #: solves between probes now, by (engagement model, budget, method)
 _SEARCH_PROBE_GAP: dict[tuple, int] = {}
-#: seconds of the last surrogate stages (build and solve) by engagement model: on the pipeline path
+#: seconds of the last surrogate stages (build and solve) by engagement model and budget
+#: (:func:`_stage_key`; a stage's length follows the budget: its share of the time left): on the pipeline path
 #: the trained predictor must fit PREDICT_SHARE of the time left after it (12v12 at 20 ms: the
 #: network's 3.1 ms fit 20% of the budget, and MGMatch measured 0.66% with it against 0.46% with the
 #: engagement gradient; at 30 ms 0.23% against 0.37%; the 5v5 example, whose selection search has
 #: no surrogate stage, 0.92% against 1.58% at 20 ms)
-_SURROGATE_TIMES: dict[str, list[float]] = {}
+_SURROGATE_TIMES: dict[tuple, list[float]] = {}
 SURROGATE_TIMES_KEEP = 8
 #: solves per (engagement model, budget) since the search stopped paying
 _SEARCH_SKIPS: dict[tuple, int] = {}
@@ -441,7 +443,7 @@ class MGMatchSolver:
         # path, the surrogate stage's measured time (not with a selection search, which has none)
         left = budget.remaining()
         if choice.path != "scip" and not (self.selection and self.use_polish and selection_applicable(problem)):
-            left -= _upper_quartile(_SURROGATE_TIMES.get(_model_key(problem))) or 0.0
+            left -= _upper_quartile(_SURROGATE_TIMES.get(_stage_key(problem, budget))) or 0.0
         p = self._predict(problem, left, stats, small_pool=choice.small_pool and self.policy == "auto")
         stats["predict_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
         if budget.remaining() <= FINISH_RESERVE_S:
@@ -567,8 +569,13 @@ class MGMatchSolver:
         took = time.perf_counter() - t0
         _add(stats, tabu_ms=round(took * 1e3, 3), tabu_iterations=res.iterations, tabu_restarts=res.restarts)
         stats["tabu_improved"] = stats.get("tabu_improved", False) or res.improved
-        if res.iterations >= 4:
-            _remember(_TABU_PACE, _model_key(problem), took / res.iterations, SURROGATE_TIMES_KEEP)
+        model = _model_key(problem)
+        # from runs of 4 iterations or more (a run's fixed costs spread over few iterations
+        # overstate the pace), or from any run while there is none: else a model whose tabu search
+        # only ever gets a few iterations (12v12-deep at 20 ms) never had a pace, and repair first,
+        # which needs one, was never tried there
+        if res.iterations >= 4 or (res.iterations >= 1 and not _TABU_PACE.get(model)):
+            _remember(_TABU_PACE, model, took / res.iterations, SURROGATE_TIMES_KEEP)
         return res
 
     def _repair_first(self, problem: Problem, budget: Budget, rounded: np.ndarray, starts: dict, stats: dict,
@@ -579,7 +586,7 @@ class MGMatchSolver:
         the rules after it say no (:data:`REPAIR_MAX_ITERATIONS`, :data:`REPAIR_MIN_RATE`), or when
         the surrogate stage or tabu search was never measured for this engagement model."""
         model = _model_key(problem)
-        stage = _upper_quartile(_SURROGATE_TIMES.get(model))
+        stage = _upper_quartile(_SURROGATE_TIMES.get(_stage_key(problem, budget)))
         pace = _upper_quartile(_TABU_PACE.get(model))
         stop = budget.deadline() - FINISH_RESERVE_S
         t0 = time.perf_counter()
@@ -680,7 +687,7 @@ class MGMatchSolver:
                 probe = _probe_due(key)
                 skip = None if probe else "not_paying"
             builds = _SEARCH_BUILDS.get(key[0])
-            stage = _upper_quartile(_SURROGATE_TIMES.get(key[0])) or 0.0
+            stage = _upper_quartile(_SURROGATE_TIMES.get(_stage_key(problem, budget))) or 0.0
             after = (deadline - time.perf_counter() - stage) * (1.0 - self.polish_share)
             if skip is None and not probe and builds and max(builds) > SEARCH_BUILD_SHARE * after:
                 skip = "build_too_slow"
@@ -754,7 +761,7 @@ class MGMatchSolver:
                 mip = None
         stats["surrogate_ms"] = round((time.perf_counter() - t1) * 1e3, 3)
         if mip is not None:
-            _remember(_SURROGATE_TIMES, _model_key(problem), time.perf_counter() - t1, SURROGATE_TIMES_KEEP)
+            _remember(_SURROGATE_TIMES, _stage_key(problem, budget), time.perf_counter() - t1, SURROGATE_TIMES_KEEP)
         if selecting:
             return self._selection_answer(problem, p, starts, stop, stats, answer)
         if not starts:
@@ -852,6 +859,13 @@ def _search_key(problem: Problem, budget: Budget, method: str) -> tuple:
     ``key[0]`` is the model (its measured builds, :data:`_SEARCH_BUILDS`, are the model's)."""
     model = _model_key(problem)
     return (model, None if budget.time_limit_ms is None else round(budget.time_limit_ms), method)
+
+
+def _stage_key(problem: Problem, budget: Budget) -> tuple:
+    """The surrogate stage's measurements are kept per engagement model and budget: shared, the
+    longer stages of 50 and 100 ms solves in a bench process that runs several budgets stood for
+    the 20 ms ones (a service's pools each have their one budget)."""
+    return _search_key(problem, budget, "")[:2]
 
 
 def _upper_quartile(times: list[float] | None) -> float | None:

@@ -233,10 +233,12 @@ def test_the_predictor_must_fit_the_time_the_surrogate_stage_leaves():
     solver = mg.MGMatchSolver(pred, policy="pipeline")
     for _ in range(2):  # the first call is cold, the second measured (40 ms)
         solver.solve(pr, Budget.of(2_000))
-    assert mg._SURROGATE_TIMES[mg._model_key(pr)]  # the surrogate stages were measured
-    mg._SURROGATE_TIMES[mg._model_key(pr)] = [0.001]
+    assert mg._SURROGATE_TIMES[mg._stage_key(pr, Budget.of(2_000))]  # the surrogate stages were measured
+    key = mg._stage_key(pr, Budget.of(300))
+    assert key not in mg._SURROGATE_TIMES  # kept per budget: 2 s stages say nothing of 300 ms ones
+    mg._SURROGATE_TIMES[key] = [0.001]
     assert solver.solve(pr, Budget.of(300)).stats["predictor_used"] == "fixed"
-    mg._SURROGATE_TIMES[mg._model_key(pr)] = [0.15]
+    mg._SURROGATE_TIMES[key] = [0.15]
     sol = solver.solve(pr, Budget.of(300))
     assert sol.stats["predictor_used"] == GradientPredictor.version and sol.has_assignment
     # another engagement model has no surrogate history: the whole time left counts

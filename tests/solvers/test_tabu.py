@@ -314,7 +314,7 @@ def _repair_setup(monkeypatch, pr: Problem, budget_ms: float, pace_s: float):
     monkeypatch.setattr(mg, "_SEARCH_HITS", {key: [False] * mg.SEARCH_MIN_SEEN})
     monkeypatch.setattr(mg, "_SEARCH_SKIPS", {})
     monkeypatch.setattr(mg, "_SEARCH_PROBE_GAP", {key: 10**6})
-    monkeypatch.setattr(mg, "_SURROGATE_TIMES", {key[0]: [0.005]})
+    monkeypatch.setattr(mg, "_SURROGATE_TIMES", {key[:2]: [0.005]})
     monkeypatch.setattr(mg, "_TABU_PACE", {key[0]: [pace_s]})
     for name in ("_REPAIRS", "_REPAIR_SKIPS", "_REPAIR_RETRY_GAP"):
         monkeypatch.setattr(mg, name, {})
@@ -340,6 +340,31 @@ def test_repair_first_answers_without_the_surrogate_mip_where_tabu_would_get_few
     _repair_setup(monkeypatch, pr, 150, pace_s=0.01)
     sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline", repair_first=False).solve(pr, Budget.of(150))
     assert "repair_first" not in sol.stats and "surrogate_ms" in sol.stats
+
+
+def test_a_tabu_pace_is_taken_from_short_runs_only_while_there_is_none(monkeypatch):
+    """Repair first needs the model's tabu pace. Runs of fewer than 4 iterations overstate it and
+    are not recorded, except while there is none: a model whose tabu search only ever got one
+    iteration (12v12-deep at 20 ms) had no pace, and repair first was never tried there."""
+    import mgmatch.solvers.mgmatch as mg
+    from mgmatch.solvers.tabu import TabuResult
+
+    pr = problems("12v12", 1, seed=6)[0]
+    start = random_start(pr, 0)
+    runs = iter([1, 2, 5])
+
+    def fake(problem, s, deadline, **kw):
+        return TabuResult(s, problem.objective(s), next(runs), False, 0, 0.001)
+
+    monkeypatch.setattr(mg, "tabu_search", fake)
+    solver = MGMatchSolver(FixedPredictor(start), policy="pipeline")
+    model = mg._model_key(pr)
+    solver._tabu_run(pr, start, time.perf_counter() + 1.0, 0.0, {})  # 1 iteration, no pace yet: kept
+    assert len(mg._TABU_PACE[model]) == 1
+    solver._tabu_run(pr, start, time.perf_counter() + 1.0, 0.0, {})  # 2 iterations: not kept
+    assert len(mg._TABU_PACE[model]) == 1
+    solver._tabu_run(pr, start, time.perf_counter() + 1.0, 0.0, {})  # 5 iterations: kept
+    assert len(mg._TABU_PACE[model]) == 2
 
 
 def test_repairs_that_fail_give_the_time_to_the_surrogate_mip_then_stop_being_tried(monkeypatch):
