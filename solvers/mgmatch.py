@@ -584,7 +584,8 @@ class MGMatchSolver:
         left, its penalty walking a rule-breaking start to a feasible one. None (the time left goes
         to the surrogate MIP) when nothing is feasible by :data:`REPAIR_SHARE` of the time left, when
         the rules after it say no (:data:`REPAIR_MAX_ITERATIONS`, :data:`REPAIR_MIN_RATE`), or when
-        the surrogate stage or tabu search was never measured for this engagement model."""
+        the surrogate stage (for this engagement model and budget) or tabu search (for this model)
+        was never measured; ``stats["repair_skipped"]`` says which."""
         model = _model_key(problem)
         stage = _upper_quartile(_SURROGATE_TIMES.get(_stage_key(problem, budget)))
         pace = _upper_quartile(_TABU_PACE.get(model))
