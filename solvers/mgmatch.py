@@ -615,11 +615,11 @@ class MGMatchSolver:
             # (kept, a chance run of early failures held repair first off for ~16 solves per
             # success needed to outweigh them: 12v12-deep at 50 ms skipped it on 43 of 80 solves)
             _REPAIRS[key] = [True]
+            _REPAIR_RETRY_GAP[key] = REPAIR_RETRY_EVERY
         else:
             _remember(_REPAIRS, key, repaired, REPAIR_KEEP)
-        if retry:
-            gap = _REPAIR_RETRY_GAP.get(key, REPAIR_RETRY_EVERY)
-            _REPAIR_RETRY_GAP[key] = REPAIR_RETRY_EVERY if repaired else min(2 * gap, REPAIR_RETRY_MAX)
+        if retry and not repaired:
+            _REPAIR_RETRY_GAP[key] = min(2 * _REPAIR_RETRY_GAP.get(key, REPAIR_RETRY_EVERY), REPAIR_RETRY_MAX)
         stats["repair_first"] = "repaired" if repaired else "failed"
         if not repaired:
             return None

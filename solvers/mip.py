@@ -217,6 +217,8 @@ class MipModel:
         """
         if fast:
             settings = "fast"
+        if settings not in SETTINGS:
+            raise ValueError(f"settings must be one of {SETTINGS}, got {settings!r}")
         cip = CipText()
         cip.add_vars(compiled.n_vars)
         stats = {"variables": compiled.n_vars, **write_rules(cip, compiled, 0, deadline)}
@@ -230,6 +232,8 @@ class MipModel:
         in a new instance and 3.3 ms in a reused one (12v12-deep: 2.4, 10.0 and 5.5 ms)."""
         if self.cip is None:
             raise ValueError("a released model cannot be copied")
+        if settings not in SETTINGS:
+            raise ValueError(f"settings must be one of {SETTINGS}, got {settings!r}")
         stats = {k: v for k, v in self.stats.items() if k in ("variables", *_ROW_STATS)}
         return self._read(self.compiled, self.cip, self.checker, settings, self.key[1] if self.key else 1,
                           deadline, reuse, stats)
@@ -238,8 +242,6 @@ class MipModel:
     def _read(cls, compiled: Compiled, cip: CipText, checker: Checker | None, settings: str, threads: int,
               deadline: float | None, reuse: bool, stats: dict) -> MipModel:
         """``cip`` read into an idle instance (``reuse``) or a new one; see :meth:`build`."""
-        if settings not in SETTINGS:
-            raise ValueError(f"settings must be one of {SETTINGS}, got {settings!r}")
         # creating the SCIP model and reading the text cannot be interrupted: not started when its
         # measured time (SCIP_READS) does not fit before the deadline
         size = BuildClock.size(compiled)

