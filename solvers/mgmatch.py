@@ -700,7 +700,7 @@ class MGMatchSolver:
                         _forget_oldest_build(key[0])
                     return done
 
-        # whether SCIP's search of the engagement MIP is already known not to run in this solve
+        # a model the search may turn into the engagement MIP needs a new SCIP instance
         searchless = not (self.search and self.use_polish) or selecting or skip is not None
         # surrogate MIP (Eq. 20-21): its share of the budget left (at least SURROGATE_MIN_S); when
         # that gave no feasible assignment, the solve goes on with all the time left
@@ -718,7 +718,7 @@ class MGMatchSolver:
                     SURROGATE_BUILDS.skipped(size)
                     raise BuildInterrupted("no time to build the surrogate MIP (measured build times)")
                 mip = MipModel.build(problem.compiled, checker=problem.checker, fast=True, deadline=stop,
-                                     reuse=True)
+                                     reuse=searchless)
                 SURROGATE_BUILDS.record(time.perf_counter() - t1, size)
             except BuildInterrupted:
                 stats["surrogate_ms"] = round((time.perf_counter() - t1) * 1e3, 3)
@@ -800,7 +800,7 @@ class MGMatchSolver:
 
         # tabu search walks on from the local optimum with its share of the time left
         probing = probe is not None
-        if searchless:  # the search will not run: tabu search takes all the time
+        if mip.reused:  # predicted not to search (it cannot: see MipModel.build)
             share = 1.0
         elif probe is None:
             share = self._tabu_share(budget.remaining(), key)
@@ -809,7 +809,7 @@ class MGMatchSolver:
         if share > 0:
             best, best_obj = self._tabu(problem, best, best_obj,
                                         min(budget.share(share).deadline(), stop), pace, stats)
-        if share >= 1.0 and (self.tabu_share is None or searchless):
+        if share >= 1.0 and (self.tabu_share is None or mip.reused):
             stats["search_skipped"] = skip or "not_paying"
             if skip == "build_too_slow":
                 _forget_oldest_build(key[0])

@@ -178,7 +178,6 @@ class MipModel:
     checker: Checker | None = None
     stats: dict = field(default_factory=dict)
     key: tuple | None = None  # (settings, threads) of its SCIP instance, for :meth:`release`
-    cip: CipText | None = None  # the rows as built, for :meth:`copy`
 
     @property
     def reused(self) -> bool:
@@ -210,10 +209,9 @@ class MipModel:
                 for a model it has no time to solve.
             reuse: read the problem into an idle SCIP instance of this thread (see
                 :meth:`release`) when there is one. Such a model must never be transformed back
-                (``model.freeTransform()``): pyscipopt then visits the wrappers of every variable
-                the instance ever had, and those of freed problems crash it. :attr:`reused` says
-                which it got; :meth:`copy` gives its rows a problem of their own to turn into
-                another MIP (as :func:`~mgmatch.solvers.pas.true_search` does).
+                (``model.freeTransform()``, as :func:`~mgmatch.solvers.pas.true_search` does): pyscipopt
+                then visits the wrappers of every variable the instance ever had, and those of freed
+                problems crash it. :attr:`reused` says which it got.
         """
         if fast:
             settings = "fast"
@@ -222,26 +220,6 @@ class MipModel:
         cip = CipText()
         cip.add_vars(compiled.n_vars)
         stats = {"variables": compiled.n_vars, **write_rules(cip, compiled, 0, deadline)}
-        return cls._read(compiled, cip, checker, settings, threads, deadline, reuse, stats)
-
-    def copy(self, settings: str = "exact", deadline: float | None = None, reuse: bool = True) -> MipModel:
-        """The same variables and rule rows, as built (no objective, nothing added or changed
-        through pyscipopt since), read into another SCIP instance with ``settings``: for a model
-        that may not be transformed back (:attr:`reused`) whose rows should become another MIP.
-        Medians on a slow hour: a 12v12 copy 1.6 ms, where the surrogate MIP took 5.5 ms to build
-        in a new instance and 3.3 ms in a reused one (12v12-deep: 2.4, 10.0 and 5.5 ms)."""
-        if self.cip is None:
-            raise ValueError("a released model cannot be copied")
-        if settings not in SETTINGS:
-            raise ValueError(f"settings must be one of {SETTINGS}, got {settings!r}")
-        stats = {k: v for k, v in self.stats.items() if k in ("variables", *_ROW_STATS)}
-        return self._read(self.compiled, self.cip, self.checker, settings, self.key[1] if self.key else 1,
-                          deadline, reuse, stats)
-
-    @classmethod
-    def _read(cls, compiled: Compiled, cip: CipText, checker: Checker | None, settings: str, threads: int,
-              deadline: float | None, reuse: bool, stats: dict) -> MipModel:
-        """``cip`` read into an idle instance (``reuse``) or a new one; see :meth:`build`."""
         # creating the SCIP model and reading the text cannot be interrupted: not started when its
         # measured time (SCIP_READS) does not fit before the deadline
         size = BuildClock.size(compiled)
@@ -255,7 +233,7 @@ class MipModel:
         _check(deadline)
         N, D = compiled.n_players, compiled.n_teams
         mip = cls(compiled, m, np.asarray(xhat[:N * D], dtype=object).reshape(N, D), xhat, checker, stats,
-                  (settings, threads), cip)
+                  (settings, threads))
         scopes = getattr(_IDLE, "scopes", None)
         if scopes:
             scopes[-1].append(mip)
@@ -267,7 +245,7 @@ class MipModel:
         which skips creating one (12v12 surrogate stage at 20 ms: 7.2 → 6.1 ms). This object is unusable
         after (its variables belong to the freed problem); a model never released is simply
         garbage-collected."""
-        m, self.model, self.x, self.xhat, self.cip = self.model, None, None, None, None
+        m, self.model, self.x, self.xhat = self.model, None, None, None
         if m is None or self.key is None:
             return
         idle = getattr(_IDLE, "models", None)
@@ -510,10 +488,6 @@ def activity_bounds(r: Row, n_teams: int, n_x: int) -> tuple[float, float]:
             amax += max(c, 0.0)
             amin += min(c, 0.0)
     return amin + sum(lo.values()), amax + sum(hi.values())
-
-
-#: the counts :func:`write_rules` returns (a :meth:`MipModel.copy` keeps them)
-_ROW_STATS = ("linear_rows", "logical_rows", "logical_indicators", "bigm_rows", "dropped_consequents")
 
 
 def write_rules(cip: CipText, compiled: Compiled, first: int = 0, deadline: float | None = None) -> dict:

@@ -6,9 +6,7 @@ than trusting a rounded or surrogate answer. Here the original problem is the ti
 engagement MIP (:meth:`MipModel.add_engagement_objective`). :func:`true_search`
 
 1. turns the surrogate model that was just solved into the engagement MIP (same rule rows, so no
-   second build: ``freeTransform``, or for a model read into a reused SCIP instance, which may not
-   be transformed back, its rows read again into another, :meth:`MipModel.copy`; then the
-   engagement network as objective, SCIP settings measured
+   second build: ``freeTransform``, the engagement network as objective, SCIP settings measured
    for this small model: the ``exact`` preset of :func:`mgmatch.solvers.mip.apply_settings`,
    which the ``scip``/``exact`` baselines use too);
 2. warm-starts it with the best polished assignment (the prediction's, after surrogate and
@@ -94,35 +92,27 @@ def true_search(problem: Problem, mip: MipModel, p: np.ndarray, incumbent: np.nd
     """Search the engagement MIP around the prediction until ``stop`` (a perf_counter value).
 
     Args:
-        mip: the surrogate model, already solved (it is turned into the engagement MIP here; one
-            whose SCIP instance was reused is copied into another instance first, see
-            :meth:`~mgmatch.solvers.mip.MipModel.copy`).
+        mip: the surrogate model, already solved (it is turned into the engagement MIP here).
         p: the prediction [N, D].
         incumbent: the best feasible assignment so far (warm start, objective limit ``inc_obj``).
         stop: no SCIP solve runs past this; SCIP's own limit is ``margin_s`` earlier (it checks
             its clock between nodes and overshoots a little).
         fraction, delta: the trust region (fraction ≤ 0 or delta < 0: none, the whole MIP).
     """
+    if mip.reused:
+        raise ValueError("true_search needs a model built with reuse=False (it transforms it back)")
     stats: dict = {}
     t0 = time.perf_counter()
-    region = fraction > 0 and delta >= 0
+    m = mip.model
+    m.freeTransform()
     try:
-        if mip.reused:
-            # a reused instance may not be transformed back (MipModel.build): its rows are read
-            # into another instance instead (a new one when the trust region will need to
-            # transform that one back)
-            mip = mip.copy("exact", deadline=stop - margin_s, reuse=not region)
-            stats["search_copied"] = True
-        else:
-            mip.model.freeTransform()
         mip.add_engagement_objective(problem, deadline=stop - margin_s)
     except BuildInterrupted:  # no time left to search: the caller keeps its incumbent
         stats.update(search_build_ms=round((time.perf_counter() - t0) * 1e3, 3), search_solves=0,
                      search_status=["build_interrupted"], search_proven_optimal=False)
         return SearchResult(None, None, False, 0, stats)
-    m = mip.model
-    apply_settings(m, "exact")  # the preset the exact baselines use too
-    tr = trust_region(mip, p, fraction, delta) if region else None
+    apply_settings(mip.model, "exact")  # the preset the exact baselines use too
+    tr = trust_region(mip, p, fraction, delta) if fraction > 0 and delta >= 0 else None
     if mip.warm_start(incumbent):
         stats["search_warm_start"] = True
     m.setObjlimit(inc_obj - CUTOFF_TOL * max(1.0, abs(inc_obj)))
