@@ -278,7 +278,10 @@ class Matchmaker:
         self.reason_after_ticks = reason_after_ticks
         self._unmatched: dict[str, int] = {}
         self._reasons: dict[str, str] = {}
-        self.publish = publish  # callable(pool, job_json) → None; None = run jobs in this thread
+        # callable(pool, ticket_ids, claim_id, lease_until, job_json) → bool: claims the tickets and publishes
+        # the job in one atomic step (False: a ticket was not free, nothing changed); None = claim here
+        # and run jobs in this thread
+        self.publish = publish
         self.backlog = backlog  # callable(pool) → the pool's jobs waiting or running; None = no backpressure
         self.tick_s = tick_s
         self.shape = PoolShape(pool.teams, pool.sizes)
@@ -377,12 +380,14 @@ class Matchmaker:
             job = Job(uuid.uuid4().hex, self.pool.name, list(decision.tickets), decision.max_matches,
                       [s.to_json() for s in decision.relax_steps], decision.waited_s, arm,
                       now + self.pool.lease_s)
+            if self.publish is not None:
+                if self.publish(self.pool.name, job.tickets, job.claim_id, job.lease_until, job.to_json()):
+                    done += 1
+                else:
+                    metrics.CLAIM_CONFLICTS.labels(self.pool.name, "claim").inc()
+                continue
             if not self.store.claim(self.pool.name, job.tickets, job.claim_id, job.lease_until):
                 metrics.CLAIM_CONFLICTS.labels(self.pool.name, "claim").inc()
-                continue
-            if self.publish is not None:
-                self.publish(self.pool.name, job.to_json())
-                done += 1
                 continue
             formed = self.runner.run(job)
             done += formed

@@ -49,6 +49,11 @@ class Settings(BaseSettings):
     solve_queue: int = Field(default=64, ge=0, le=100_000,
                              description="Solves that may wait for a solve thread; beyond threads + queue a solve is "
                                          "answered 503 with Retry-After (gRPC UNAVAILABLE).")
+    store_timeout_s: float = Field(default=3.0, gt=0, le=60,
+                                   description="A ticket request's Redis calls (create, read, cancel, wait estimate) "
+                                               "answer 503 with Retry-After when Redis has not answered within "
+                                               "this, instead of holding the client's connection (a failover, a "
+                                               "stalled node); the client's retry reaches a fresh connection.")
     readyz_timeout_s: float = Field(default=1.0, gt=0, le=30,
                                     description="/readyz answers not ready when the store's ping takes longer.")
     retry_after_s: int = Field(default=1, ge=1, le=3600,

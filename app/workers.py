@@ -196,7 +196,7 @@ def matchmaker_step(h: Harness, mms: list[Matchmaker], leases: dict[str, tuple[f
 
 def make_matchmakers(rt: Runtime) -> list[Matchmaker]:
     store: RedisStore = rt.store  # type: ignore[assignment]
-    return [Matchmaker(p, store, None, rt.experiments, publish=store.publish_job,
+    return [Matchmaker(p, store, None, rt.experiments, publish=store.claim_job,
                        backlog=store.jobs_lag, engine=rt.engine, reason_after_ticks=rt.settings.reason_after_ticks)
             for p in rt.config.pools]
 

@@ -33,5 +33,6 @@ def make_store(settings) -> Store:
     if settings.store == "redis":
         return RedisStore.from_url(settings.redis_url, prefix=settings.key_prefix,
                                    match_retention_s=settings.match_retention_s,
+                                   call_timeout_s=settings.store_timeout_s,
                                    match_max_count=settings.match_max_count)
     return MemoryStore(match_retention_s=settings.match_retention_s, match_max_count=settings.match_max_count)

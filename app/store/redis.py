@@ -89,6 +89,10 @@ _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 # timeout stays above both. A broken connection is retried a few times, briefly (well under a
 # second in all), so a Redis restart costs the callers in flight a short wait rather than an error.
 _MAX_REPLY_WAIT_S = 8.0
+# An async call (the API's ticket calls) gives up after this, retries included, and is StoreUnavailable:
+# the request answers 503 with Retry-After at once rather than after the socket timeout and redis-py's
+# retries (tens of seconds, past a game server's HTTP timeout) when a connection hangs in a failover.
+CALL_TIMEOUT_S = 3.0
 _RETRIES = 3
 _CLIENT_OPTIONS: dict[str, Any] = {"decode_responses": True, "socket_timeout": 10, "socket_connect_timeout": 2,
                                    "health_check_interval": 5}
@@ -106,7 +110,7 @@ def _lua(name: str) -> str:
     return folder.joinpath("lib.lua").read_text() + "\n" + folder.joinpath(f"{name}.lua").read_text()
 
 
-SCRIPTS = ("create", "claim", "commit", "release", "takeover", "cancel", "expire_ticket", "release_crashed", "reap",
+SCRIPTS = ("create", "claim", "claim_job", "commit", "release", "takeover", "cancel", "expire_ticket", "release_crashed", "reap",
            "heartbeat", "alive", "backfill_create", "backfill_cancel", "backfill_fill", "backfill_reap",
            "match_result")
 _SOURCES = {name: _lua(name) for name in SCRIPTS}
@@ -160,10 +164,13 @@ def _guard(fn):
         @functools.wraps(fn)
         async def guarded_async(*args, **kwargs):
             try:
-                return await fn(*args, **kwargs)
+                async with asyncio.timeout(args[0].call_timeout_s):
+                    return await fn(*args, **kwargs)
             except (*_UNAVAILABLE, rex.ResponseError, rex.RedisClusterException, AttributeError, RuntimeError) as err:
                 if (out := _unavailable(err)) is None:
                     raise
+                if type(err) is TimeoutError:  # the deadline (a socket's own timeout says so too)
+                    out = StoreUnavailable(f"Redis unavailable: no answer within {args[0].call_timeout_s:g} s")
                 args[0]._drop_async_cluster()
                 raise out from err
         return guarded_async
@@ -256,8 +263,11 @@ class RedisStore(Store):
     """Production store. Thread-safe (redis-py pools connections)."""
 
     def __init__(self, client: redis.Redis, prefix: str = "mgm", url: str | None = None,
-                 match_retention_s: float = MATCH_RETENTION_S, match_max_count: int = MATCH_MAX_COUNT):
+                 match_retention_s: float = MATCH_RETENTION_S, match_max_count: int = MATCH_MAX_COUNT,
+                 call_timeout_s: float = CALL_TIMEOUT_S):
         self.match_retention_s, self.match_max_count = float(match_retention_s), int(match_max_count)
+        # the deadline of an async (API) call, retries included: past it the call is StoreUnavailable (503)
+        self.call_timeout_s = float(call_timeout_s)
         self.r = client
         self.keys = Keys(prefix)
         # the API's async hot path gets its own asyncio client per event loop (built lazily from the URL)
@@ -268,17 +278,18 @@ class RedisStore(Store):
 
     @staticmethod
     def from_url(url: str, prefix: str = "mgm", match_retention_s: float = MATCH_RETENTION_S,
-                 match_max_count: int = MATCH_MAX_COUNT) -> RedisStore:
+                 match_max_count: int = MATCH_MAX_COUNT, call_timeout_s: float = CALL_TIMEOUT_S) -> RedisStore:
         """A store on one Redis (``redis://``, ``rediss://``, ``unix://``) or a Redis Cluster
         (``redis+cluster://host:port``: any node of it)."""
         retry = Retry(_backoff(), _RETRIES)
         node_url = cluster_node_url(url)
         if node_url is not None:
             return RedisStore(_LazyCluster(node_url, retry=retry, **_CLIENT_OPTIONS), prefix, url=url,
-                              match_retention_s=match_retention_s, match_max_count=match_max_count)
+                              match_retention_s=match_retention_s, match_max_count=match_max_count,
+                              call_timeout_s=call_timeout_s)
         client = redis.Redis.from_url(url, retry=retry, **_CLIENT_OPTIONS)
         return RedisStore(client, prefix, url=url, match_retention_s=match_retention_s,
-                          match_max_count=match_max_count)
+                          match_max_count=match_max_count, call_timeout_s=call_timeout_s)
 
     def _async(self) -> tuple[aioredis.Redis, dict[str, Any]] | None:
         """The asyncio client and scripts of the running loop (None: no URL, use threads)."""
@@ -588,6 +599,21 @@ class RedisStore(Store):
             return call()
 
     # ------------------------------------------------------------------ solve jobs
+
+    def claim_job(self, pool: str, ticket_ids: list[str], match_id: str, lease_until: float,
+                  job: dict[str, Any]) -> bool:
+        """:meth:`claim` and :meth:`publish_job` in one script: the tickets proposed under ``match_id`` and
+        the job on the solvers' stream, or neither (False: a ticket is not free). With two calls, a
+        matchmaker killed (or a failover) between them left the tickets proposed in a job no solver had
+        until their lease ran out. A retry after a lost reply finds the claim held and publishes nothing."""
+        if not ticket_ids:
+            return False
+        stream = self.keys.jobs(pool)
+        self.ensure_group(stream, SOLVER_GROUP)
+        keys = [*self._pool_keys(pool), stream, *(self.keys.ticket(pool, t) for t in ticket_ids)]
+        out = self._s["claim_job"](keys=keys, args=[match_id, self._duration(lease_until), json.dumps(job),
+                                                    *ticket_ids])
+        return out not in (0, None)
 
     def publish_job(self, pool: str, job: dict[str, Any]) -> str:
         stream = self.keys.jobs(pool)

@@ -279,6 +279,34 @@ def test_store_down_is_503_with_retry_after_and_readyz_false_then_recovers(tmp_p
         assert _ticket(c, "r3", 3).status_code == 201
 
 
+@pytest.mark.redis
+def test_a_redis_that_stops_answering_is_503_within_the_store_timeout_and_a_retry_creates_once(
+        tmp_path, live, spare_redis):
+    """A Redis that holds its connections but answers nothing (CLIENT PAUSE: a stalled node, a failover's
+    pause): ticket requests answer 503 after MGMATCH_STORE_TIMEOUT_S instead of holding the client past
+    its own timeout; the client's retry with the same Idempotency-Key afterwards leaves one ticket."""
+    rt = _runtime(tmp_path, start=False, store="redis", redis_url=spare_redis.url, key_prefix="stall",
+                  embedded_workers=False, store_timeout_s=0.5)
+    srv = live(rt)
+    body = {"pool": "small", "players": [{"id": "s0", "features": features(0)}]}
+    with httpx.Client(base_url=srv.url, timeout=10) as c:
+        tid = _ticket(c, "s1", 1).json()["id"]
+        import redis
+
+        redis.Redis.from_url(spare_redis.url).execute_command("CLIENT", "PAUSE", "2500", "ALL")
+        t0 = time.monotonic()
+        stalled = c.post("/v1/tickets", json=body, headers={"idempotency-key": "k-stall"})
+        _is_503_store(stalled)
+        _is_503_store(c.get(f"/v1/tickets/{tid}"))
+        assert time.monotonic() - t0 < 2.0  # two answers, each after about the store timeout
+        retried = poll(lambda: (r := c.post("/v1/tickets", json=body, headers={"idempotency-key": "k-stall"}))
+                       .status_code in (200, 201) and r, timeout=10)
+        # whether the paused create ran when Redis answered (a replay: 200) or went with its closed
+        # connection (created now: 201), there is one ticket for s0
+        assert rt.store.queue_depth("small") == 2
+        assert c.get(f"/v1/tickets/{retried.json()['id']}").json()["status"] == "queued"
+
+
 def test_slow_solves_fill_their_own_pool_and_never_starve_readyz(tmp_path, live):
     # local-search runs to its deadline: each solve holds a solve thread for its whole budget
     rt = _runtime(tmp_path, start=False, solve_threads=2, solve_queue=2, embedded_workers=False)

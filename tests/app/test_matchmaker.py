@@ -40,12 +40,22 @@ def _queue(rt: Runtime, n: int, dim: int = 4, pool: str = "small", start: int = 
     return [res[0].id for res in rt.store.create_many(items)]
 
 
+def _claim_into(store, jobs: list[dict]):
+    """A matchmaker's ``publish`` for a store without job streams: claims, then keeps the job in ``jobs``."""
+    def publish(pool, ticket_ids, claim_id, lease_until, job):
+        if not store.claim(pool, ticket_ids, claim_id, lease_until):
+            return False
+        jobs.append(job)
+        return True
+    return publish
+
+
 def test_a_tick_reads_a_bounded_window_and_each_body_once(make_rt):
     rt = make_rt(max_candidates=12, scan_window=30)
     _queue(rt, 400)
     store = CountingStore(rt.store)
     jobs: list[dict] = []
-    mm = Matchmaker(rt.pools["small"], store, None, rt.experiments, publish=lambda p, j: jobs.append(j))
+    mm = Matchmaker(rt.pools["small"], store, None, rt.experiments, publish=_claim_into(store, jobs))
     assert mm.tick() == 1
     assert store.bodies == 30  # the window, not the queue
     assert len(jobs[0]["tickets"]) == 12
@@ -96,7 +106,7 @@ def test_backpressure_stops_claiming_while_the_pools_jobs_wait(redis_url, tmp_pa
     rt = Runtime.build(Settings(config=service_config(tmp_path, max_candidates=6, max_inflight_jobs=1),
                                 store="redis", redis_url=url, key_prefix=prefix, embedded_workers=False))
     _queue(rt, 30)
-    mm = Matchmaker(rt.pools["small"], rt.store, None, rt.experiments, publish=rt.store.publish_job,
+    mm = Matchmaker(rt.pools["small"], rt.store, None, rt.experiments, publish=rt.store.claim_job,
                     backlog=rt.store.jobs_lag)
     assert mm.tick() == 1
     assert mm.tick() == 0 and mm.tick() == 0  # one job waits for a solver: nothing more is claimed

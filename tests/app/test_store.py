@@ -248,6 +248,28 @@ def test_redis_scripts_are_safe_to_replay(redis_url):
 
 
 @pytest.mark.redis
+def test_a_job_is_claimed_and_published_in_one_step(redis_url):
+    """claim_job proposes the tickets and puts the job on the solvers' stream together: a refused claim
+    publishes nothing, and a replay (a retry after a lost reply) neither claims nor publishes twice."""
+    url, prefix = redis_url
+    s = RedisStore.from_url(url, prefix=prefix)
+    ids = queued_tickets(s, 6)
+    job = {"claim_id": "m1", "tickets": ids[:4]}
+    assert s.claim_job("p", ids[:4], "m1", time.time() + 30, job)
+    assert s.claim_job("p", ids[:4], "m1", time.time() + 30, job)  # replayed: held, not published again
+    assert not s.claim_job("p", ids[3:], "m2", time.time() + 30, {"claim_id": "m2"})  # ids[3] is m1's
+    assert [s.get(t).status for t in ids] == ["proposed"] * 4 + ["queued"] * 2
+    assert [t.id for t in s.queued("p")] == ids[4:]
+    (eid, got), = s.read_jobs("p", "solver", count=10, block_ms=None)
+    assert got == job and s.r.xlen(s.keys.jobs("p")) == 1
+    # a ticket that is gone (cancelled) refuses the whole claim
+    assert s.cancel(ids[4]).status == "cancelled"
+    assert not s.claim_job("p", ids[4:], "m3", time.time() + 30, {"claim_id": "m3"})
+    assert s.get(ids[5]).status == "queued" and s.r.xlen(s.keys.jobs("p")) == 1
+    s.close()
+
+
+@pytest.mark.redis
 def test_a_ticket_in_too_many_failed_jobs_ends_expired(redis_url):
     url, prefix = redis_url
     s = RedisStore.from_url(url, prefix=prefix)

@@ -123,10 +123,10 @@ def test_slow_runner_overtaken_by_a_takeover_cannot_commit(tmp_path, redis_url):
     cfg = service_config(tmp_path)
     rt = _runtime(cfg, url, prefix)
     ids = _queue(rt, 6)
-    jobs: list[dict] = []
-    mm = Matchmaker(rt.pools["small"], rt.store, None, rt.experiments, publish=lambda pool, job: jobs.append(job))
+    mm = Matchmaker(rt.pools["small"], rt.store, None, rt.experiments, publish=rt.store.claim_job)
     assert mm.tick() == 1
-    job = Job.from_json(jobs[0])
+    (_, obj), = rt.store.read_jobs("small", "a", count=1, block_ms=None)
+    job = Job.from_json(obj)
     store, fenced = rt.store, f"{job.claim_id}.b"
 
     class TakenOverBeforeCommit:  # the store as runner A sees it: B fences the claim while A solves

@@ -33,7 +33,7 @@ def _setup(tmp_path, redis_url, **settings):
     now = time.time()
     ids = [rt.store.create(Ticket(new_ticket_id("small"), "small", [{"id": f"w{i}", "features": features(i)}],
                                   now, now + 120))[0].id for i in range(6)]
-    mm = Matchmaker(rt.pools["small"], rt.store, None, rt.experiments, publish=rt.store.publish_job)
+    mm = Matchmaker(rt.pools["small"], rt.store, None, rt.experiments, publish=rt.store.claim_job)
     return rt, Harness("solver", rt), mm, ids
 
 
