@@ -158,6 +158,19 @@ def _unavailable(err: Exception) -> StoreUnavailable | None:
     return None
 
 
+_DEADLINE_LOG_EVERY_S = 10.0
+_deadline_logged = [float("-inf")]
+
+
+def _log_deadline(call: str, timeout_s: float) -> None:
+    """A warning that an async call ran into its deadline, at most one every _DEADLINE_LOG_EVERY_S."""
+    now = time.monotonic()
+    if now - _deadline_logged[0] >= _DEADLINE_LOG_EVERY_S:
+        _deadline_logged[0] = now
+        log.warning("Redis gave %s no answer within %g s: answered 503 (more such calls are not logged for %g s)",
+                    call, timeout_s, _DEADLINE_LOG_EVERY_S)
+
+
 def _guard(fn):
     """Raise StoreUnavailable where Redis cannot answer now (sync and async methods)."""
     if inspect.iscoroutinefunction(fn):
@@ -171,6 +184,7 @@ def _guard(fn):
                     raise
                 if type(err) is TimeoutError:  # the deadline (a socket's own timeout says so too)
                     out = StoreUnavailable(f"Redis unavailable: no answer within {args[0].call_timeout_s:g} s")
+                    _log_deadline(fn.__name__, args[0].call_timeout_s)
                 args[0]._drop_async_cluster()
                 raise out from err
         return guarded_async
@@ -199,11 +213,11 @@ _DROPPED_CLIENT_GRACE_S = 3.0
 _CLOSING: set[asyncio.Task] = set()  # closes of dropped asyncio clients in flight (held until done)
 
 
-async def _close_quietly(client: aiocluster.RedisCluster) -> None:
+async def _close_quietly(client: aiocluster.RedisCluster, grace_s: float = _DROPPED_CLIENT_GRACE_S) -> None:
     """Disconnect every node of a dropped asyncio cluster client. Its ``aclose()`` does nothing while
     the client is due to re-read the topology, which is the state a failure leaves it in. Commands
     already running on it get a moment to finish first (they may still re-read the topology)."""
-    await asyncio.sleep(_DROPPED_CLIENT_GRACE_S)
+    await asyncio.sleep(grace_s)
     for close in (client.aclose, lambda: client.nodes_manager.aclose("nodes_cache"),
                   lambda: client.nodes_manager.aclose("startup_nodes")):
         try:
@@ -314,7 +328,9 @@ class RedisStore(Store):
         a fresh client (a few per failover); the old one is closed in the background."""
         if self._aio is not None and isinstance(self._aio[1], aiocluster.RedisCluster):
             old, self._aio = self._aio[1], None
-            task = asyncio.get_running_loop().create_task(_close_quietly(old))
+            # every command still running on it ends by its deadline before the close
+            grace = max(_DROPPED_CLIENT_GRACE_S, self.call_timeout_s)
+            task = asyncio.get_running_loop().create_task(_close_quietly(old, grace))
             _CLOSING.add(task)
             task.add_done_callback(_CLOSING.discard)
 
