@@ -40,10 +40,15 @@ def make_rt(request, tmp_path):
     def _make(**pool) -> Runtime:
         cfg = service_config(tmp_path, **pool)
         if request.param == "memory":
-            return Runtime.build(Settings(config=cfg, store="memory"))
-        url, prefix = request.getfixturevalue("redis_url")
-        return Runtime.build(Settings(config=cfg, store="redis", redis_url=url, key_prefix=prefix,
-                                      embedded_workers=False))
+            rt = Runtime.build(Settings(config=cfg, store="memory"))
+        else:
+            url, prefix = request.getfixturevalue("redis_url")
+            rt = Runtime.build(Settings(config=cfg, store="redis", redis_url=url, key_prefix=prefix,
+                                        embedded_workers=False))
+        # what serve and the workers do before their first solve: the numba kernels loaded (~0.4 s the
+        # first time in a process) outside a solve's budget, or a test's first timed solve may find nothing
+        rt.warm()
+        return rt
 
     return _make
 
