@@ -42,6 +42,10 @@ class _DeadlinePredictor:
         self.backend, self.timeout_s, self.labels = backend, timeout_s, labels
         self.version = backend.version
 
+    @property
+    def gate(self) -> dict | None:
+        return getattr(self.backend, "gate", None)
+
     def predict(self, problems: list[Problem]):
         t0 = time.perf_counter()
         try:

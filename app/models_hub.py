@@ -183,6 +183,11 @@ class BatchingPredictor:
     def version(self) -> str:
         return str(getattr(self.inner, "version", self.name))
 
+    @property
+    def gate(self) -> dict | None:
+        """The inner predictor's measured gate (its sidecar's ``gate``), None when it has none."""
+        return getattr(self.inner, "gate", None)
+
     def predict(self, problems: list, timeout_s: float | None = None) -> list[np.ndarray]:
         fut: Future = Future()
         self._q.put((problems, fut))

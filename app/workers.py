@@ -290,6 +290,7 @@ class RemotePredictor:
     def __init__(self, store: RedisStore, name: str, model_of):
         self.store, self.name, self.model_of = store, name, model_of
         self.version = f"{name}@remote"
+        self.gate: dict | None = None  # the inference worker's predictor's gate, from its replies
 
     def predict(self, problems: list, timeout_s: float | None = None) -> list[np.ndarray]:
         deadline = time.time() + (timeout_s if timeout_s is not None else 1.0)
@@ -308,6 +309,7 @@ class RemotePredictor:
                 if "error" in reply:
                     raise PredictorDown("error", f"predictor {self.name}: {reply['error']}")
                 self.version = reply.get("version", self.version)
+                self.gate = reply.get("gate", self.gate)
                 out.append(np.asarray(reply["p"], dtype=np.float64))
         except StoreUnavailable as err:
             raise PredictorDown("unavailable", f"predictor {self.name}: {err}") from None
@@ -377,7 +379,8 @@ def answer(rt: Runtime, requests: list[dict]) -> dict[str, dict]:
             with metrics.stage("inference", "-", name, None):
                 out = pred.predict([pr for _, pr in items], timeout_s=5.0)
             for (req, _), p in zip(items, out, strict=True):
-                replies[req["id"]] = {"p": np.asarray(p).tolist(), "version": pred.version}
+                replies[req["id"]] = {"p": np.asarray(p).tolist(), "version": pred.version,
+                                      "gate": getattr(pred, "gate", None)}
         except Exception as err:  # noqa: BLE001 - reported to every waiting solver, which falls back
             for req, _ in items:
                 replies[req["id"]] = {"error": str(err)}

@@ -71,6 +71,10 @@ class OnnxPredictor:
         self.teams: int = int(self.meta["teams"])
         self.emb_dim: int = int(self.meta["emb_dim"])
         self.version: str = self.meta.get("version") or f"{self.path.stem}@{self.sha256[:12]}"
+        # the sidecar's measured verdict on the network against the engagement gradient (see
+        # scripts/interleaved.py --gate): {"use": "network" | "gradient", the evidence}; None: not measured
+        gate = self.meta.get("gate")
+        self.gate: dict | None = gate if isinstance(gate, dict) and gate.get("use") in ("network", "gradient") else None
 
     @property
     def device(self) -> str:

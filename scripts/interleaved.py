@@ -9,7 +9,13 @@ how often repair first ran, was skipped and why (``stats.repair_first``, ``stats
 
 Usage: ``python scripts/interleaved.py --preset 12v12-deep --budgets 20,50,100 [--count 40]
 [--repeat 2] [--methods mgmatch,surrogate] [--seed 1000003] [--exact-time-limit-s 10]
-[--pool-size 90,100]``.
+[--pool-size 90,100] [--gate models/shipped/12v12-deep.json]``.
+
+``--gate SIDECAR`` (methods ``mgmatch,surrogate``) measures the trained predictor with its sidecar's
+gate ignored and writes the verdict into that sidecar as ``gate``: ``{"use": "gradient"}`` when, at
+some budget where the network ran in at least half of MGMatch's solves, MGMatch was behind
+``surrogate`` (the same solver with the engagement gradient as P) on average; else ``"network"``.
+MGMatch then never runs a gated-out network (:mod:`mgmatch.solvers.mgmatch`).
 The reference per pool is the ``exact`` solver's answer within the time limit, or the best answer
 any solve found when that is better (12v12-deep's exact solves do not finish in 10 s).
 """
@@ -18,7 +24,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
+import sys
+import time
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 
@@ -37,16 +47,21 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1000003)
     ap.add_argument("--exact-time-limit-s", type=float, default=10.0)
     ap.add_argument("--pool-size", default=None, help="LO,HI: pools of LO–HI candidates in the preset's world")
+    ap.add_argument("--gate", type=Path, default=None, help="a predictor's sidecar JSON: write the measured gate into it")
     args = ap.parse_args()
     budgets = [float(b) for b in args.budgets.split(",")]
     methods = args.methods.split(",")
     if len(methods) != 2:
         ap.error("--methods takes two methods")
+    if args.gate is not None and methods != ["mgmatch", "surrogate"]:
+        ap.error("--gate compares mgmatch with surrogate (--methods mgmatch,surrogate)")
     pool = None if args.pool_size is None else tuple(int(v) for v in args.pool_size.split(","))
     problems = problems_for(args.preset, args.count, args.seed, pool_size=pool)
     exact = get_solver("exact")
     refs = [exact.solve(p, Budget.of(args.exact_time_limit_s * 1e3)).objective for p in problems]
     solvers = {m: make_solver(m, problems[0], seed=args.seed) for m in methods}
+    if args.gate is not None:  # measure the network itself, whatever the sidecar says now
+        solvers["mgmatch"].predictor.gate = None
     for p in problems[:4]:  # warm-up: the first calls stay out of the numbers
         for b in budgets:
             for s in solvers.values():
@@ -69,6 +84,7 @@ def main() -> None:
             i = k % len(problems)
             if v is not None and (best[i] is None or v > best[i]):
                 best[i] = v
+    verdict: dict = {}
     for b in budgets:
         gaps = {}
         for m in methods:
@@ -82,11 +98,34 @@ def main() -> None:
                           for m in methods)
         print(f"{args.preset} at {b:g} ms ({len(gaps[methods[0]])} solves each): {line} | "
               f"{methods[0]} − {methods[1]} where both answered: {100 * d.mean():+.3f} ± {100 * se:.3f} points")
+        if args.gate is not None:
+            version = getattr(solvers["mgmatch"].predictor, "version", None)
+            ran = float(np.mean([s.get("predictor_used") == version for s in stats[("mgmatch", b)]]))
+            verdict[f"{b:g}"] = {"diff_points": round(100 * float(d.mean()), 4),
+                                 "se_points": round(100 * float(se), 4), "pairs": int(d.size),
+                                 "network_ran": round(ran, 3)}
         for m in methods:
             first = Counter(s.get("repair_first", "-") for s in stats[(m, b)])
             skipped = Counter(s.get("repair_skipped", "-") for s in stats[(m, b)])
             predict = np.mean([s.get("predict_ms") or 0.0 for s in stats[(m, b)]])
             print(f"    {m}: repair first {dict(first)}, repair skipped {dict(skipped)}, mean predict {predict:.2f} ms")
+    if args.gate is not None:
+        write_gate(args.gate, verdict, args)
+
+
+def write_gate(sidecar: Path, verdict: dict, args: argparse.Namespace) -> None:
+    """The gate into the sidecar: gradient when MGMatch was behind wherever the network ran."""
+    behind = [b for b, v in verdict.items() if v["network_ran"] >= 0.5 and v["diff_points"] > 0]
+    gate = {"use": "gradient" if behind else "network",
+            "rule": "gradient when MGMatch (network) minus surrogate (gradient), mean gap in points over "
+                    "interleaved pairs, is > 0 at a budget where the network ran in >= half the solves",
+            "by_budget_ms": verdict, "preset": args.preset, "count": args.count, "repeat": args.repeat,
+            "seed": args.seed, "pool_size": args.pool_size,
+            "command": "python " + " ".join(sys.argv), "measured": time.strftime("%Y-%m-%d", time.gmtime())}
+    meta = json.loads(sidecar.read_text())
+    meta["gate"] = gate
+    sidecar.write_text(json.dumps(meta, indent=1) + "\n")
+    print(f"gate of {sidecar}: {gate['use']} (behind at {behind or 'no budget'})")
 
 
 if __name__ == "__main__":

@@ -273,9 +273,10 @@ class RowFilter:
 
 
 def best_assignment(problem: Problem, deadline: float | None = None, chunk: int = CHUNK,
-                    handover: float | None = None) -> SearchResult:
+                    handover: float | None = None, empty_handover: bool = False) -> SearchResult:
     """Max engagement over every feasible assignment; stops early at ``deadline`` (perf_counter),
-    or at ``handover`` once it has found a feasible one (for a caller that goes on from it).
+    or at ``handover`` once it has found a feasible one (for a caller that goes on from it), or at
+    ``handover`` whatever it found with ``empty_handover`` (a caller with another way to find one).
 
     Batches are scored in float32; the candidates near a batch's best are re-scored in float64,
     so the returned objective is the exact evaluator's.
@@ -288,8 +289,8 @@ def best_assignment(problem: Problem, deadline: float | None = None, chunk: int 
     examined = n_feas = 0
     for T in assignments(space, chunk):
         now = time.perf_counter()
-        if (deadline is not None and now >= deadline) or (handover is not None and best_t is not None
-                                                         and now >= handover):
+        if (deadline is not None and now >= deadline) or (handover is not None and now >= handover
+                                                         and (best_t is not None or empty_handover)):
             return SearchResult(best_t, None if best_t is None else best_v, False, examined, n_feas)
         examined += T.shape[0]
         T = T[prefilter(T)]

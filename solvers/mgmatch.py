@@ -7,7 +7,10 @@ budget goes), warm-start SCIP on the engagement MIP at once with the rounded pre
 runtime predictor says the MIP closes well inside the time left), or the pipeline below. It also
 decides whether the trained predictor runs (its measured time must fit 20% of the time left —
 on the pipeline path, of what the surrogate stage, measured per engagement model, leaves — and
-not on small pools) or the engagement gradient (``surrogate``'s, ~0.05 ms) stands in. Every MIP
+not on small pools) or the engagement gradient (``surrogate``'s, ~0.05 ms) stands in. A predictor
+whose sidecar carries a measured ``gate`` of ``{"use": "gradient"}`` (MGMatch with it was behind
+``surrogate`` in an interleaved comparison, ``scripts/interleaved.py --gate``) never runs: the gradient
+stands in and ``stats["predictor_gate"]`` says so. Every MIP
 build counts against the budget: one that cannot fit (measured build times,
 :class:`~mgmatch.solvers.mip.BuildClock`) is not started, one that runs past the deadline is
 abandoned (:class:`~mgmatch.solvers.mip.BuildInterrupted`), and SCIP's limit is what is left after
@@ -110,6 +113,9 @@ POLISH_SHARE = 0.5
 #: share of the budget that a partial enumeration (one not expected to finish) leaves to a selection
 #: search from its best (:mod:`mgmatch.solvers.selection`)
 ENUM_SELECTION_SHARE = 0.7
+#: a partial enumeration that has found nothing feasible by then stops there too, and the pipeline
+#: (rounding, surrogate MIP: SCIP finds feasible points where they are rare) gets the time left
+EMPTY_HANDOVER = True
 #: share of the time left before the true search kept back to polish what it finds
 FINAL_POLISH_SHARE = 0.08
 #: share of the time left after polishing that tabu search (:mod:`mgmatch.solvers.tabu`) walks on
@@ -372,6 +378,13 @@ class MGMatchSolver:
 
         trained = not isinstance(self.predictor, GradientPredictor)
         key = str(getattr(self.predictor, "version", None))
+        gate = getattr(self.predictor, "gate", None) if trained else None
+        if isinstance(gate, dict) and gate.get("use") == "gradient":
+            # measured offline: with this network MGMatch was behind the engagement gradient (`surrogate`)
+            if stats is not None:
+                stats["predictor_used"] = GradientPredictor.version
+                stats["predictor_gate"] = "gradient"
+            return self._checked(problem, GradientPredictor().predict([problem]))
         if trained and not use_trained_predictor(self.expected_predict_s(), left_s, small_pool):
             _PREDICT_SKIPS[key] = _PREDICT_SKIPS.get(key, 0) + 1
             if not small_pool and len(_PREDICT_TIMES.get(key, ())) > 1 and _PREDICT_SKIPS[key] % PREDICT_FORGET_EVERY == 0:
@@ -424,7 +437,8 @@ class MGMatchSolver:
                          and choice.enumerate_estimate_s > budget.remaining())
             handover = budget.share(1.0 - ENUM_SELECTION_SHARE).deadline() if selecting else None
             res = best_assignment(problem, budget.deadline() - FINISH_RESERVE_S,
-                                  chunk=enumerate_chunk(budget.remaining()), handover=handover)
+                                  chunk=enumerate_chunk(budget.remaining()), handover=handover,
+                                  empty_handover=EMPTY_HANDOVER)
             stats.update(enumerate_ms=round((time.perf_counter() - t1) * 1e3, 3), enumerate_complete=res.complete,
                          enumerate_examined=res.examined)
             if res.complete:

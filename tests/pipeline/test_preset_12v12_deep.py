@@ -96,3 +96,19 @@ def test_every_table2_method_answers_a_big_deep_pool_feasibly_within_budget(big_
     # the slack only absorbs preemption on a loaded machine, not a stage run past the deadline
     assert wall <= limit + max(30.0, 0.5 * limit), f"{method}: {wall:.1f} ms for a {limit} ms budget"
     assert np.isfinite(sol.objective)
+
+
+def test_the_shipped_predictors_carry_their_measured_gates():
+    """12v12-deep's network was measured behind the engagement gradient (scripts/interleaved.py --gate),
+    12v12's ahead: the sidecars say so with their evidence and command, and the loaded predictors too."""
+    from mgmatch.app.models_hub import BatchingPredictor
+
+    deep, plain = load_predictor("12v12-deep"), load_predictor("12v12")
+    assert deep.gate["use"] == "gradient" and plain.gate["use"] == "network"
+    for p in (deep, plain):
+        assert p.gate["command"].startswith("python scripts/interleaved.py") and "--gate" in p.gate["command"]
+        assert all({"diff_points", "se_points", "pairs", "network_ran"} <= set(v) for v in p.gate["by_budget_ms"].values())
+    behind = [b for b, v in deep.gate["by_budget_ms"].items() if v["network_ran"] >= 0.5 and v["diff_points"] > 0]
+    assert behind  # the verdict follows its own rule
+    batching = BatchingPredictor(deep, "12v12-deep")
+    assert batching.gate == deep.gate

@@ -385,3 +385,30 @@ def test_short_budgets_are_respected_with_the_search_stage():
             assert feasible(pr, sol)
             searched += "search_ms" in sol.stats
     assert searched >= 1  # the stage ran within these budgets
+
+
+class GatedPredictor(FixedPredictor):
+    """A FixedPredictor carrying a sidecar's measured ``gate``, counting its calls."""
+
+    def __init__(self, team_of: np.ndarray, use: str):
+        super().__init__(team_of)
+        self.gate = {"use": use, "by_budget_ms": {"100": {"diff_points": 0.01}}}
+        self.calls = 0
+
+    def predict(self, problems_):
+        self.calls += 1
+        return super().predict(problems_)
+
+
+def test_a_network_gated_out_by_its_measurement_never_runs_and_the_gradient_stands_in():
+    """A predictor whose measured gate says ``gradient`` (MGMatch with it was behind ``surrogate``) is
+    never called: MGMatch predicts with the engagement gradient, as ``surrogate`` does, and says why."""
+    pr, = problems("3v3", 1)
+    start, _ = optimum(pr)
+    gated = GatedPredictor(start, "gradient")
+    sol = MGMatchSolver(gated, policy="pipeline").solve(pr, Budget.of(200))
+    assert gated.calls == 0 and sol.has_assignment
+    assert sol.stats["predictor_used"] == "engagement-gradient" and sol.stats["predictor_gate"] == "gradient"
+    kept = GatedPredictor(start, "network")
+    sol = MGMatchSolver(kept, policy="pipeline").solve(pr, Budget.of(200))
+    assert kept.calls == 1 and sol.stats["predictor_used"] == "fixed" and "predictor_gate" not in sol.stats

@@ -178,7 +178,7 @@ def test_pipeline_keeps_the_enumerated_start_when_no_mip_fits(monkeypatch):
     pr, = problems("3v3", 1)
     real = mg.best_assignment
 
-    def cut_short(problem, deadline=None, chunk=None, handover=None):
+    def cut_short(problem, deadline=None, chunk=None, handover=None, empty_handover=False):
         res = real(problem)
         return type(res)(res.team_of, res.objective, False, res.examined, res.feasible)
 

@@ -13,6 +13,7 @@ from mgmatch.core.rules import RULE_KINDS
 from mgmatch.solvers import selection as S
 from mgmatch.solvers.base import Budget
 from mgmatch.solvers.mgmatch import MGMatchSolver
+from mgmatch.solvers.surrogate import GradientPredictor
 
 from .test_exact import brute_force, random_problem
 from .test_mgmatch import FixedPredictor, optimum, problems
@@ -222,6 +223,43 @@ def test_enumeration_hands_over_to_the_selection_search_once_it_has_an_answer():
     # selection=False: the partial enumeration's best goes to the pipeline as before
     sol = MGMatchSolver(FixedPredictor(full.team_of), policy="enumerate", selection=False).solve(pr, Budget.of(budget_ms))
     assert "selection_start" not in sol.stats and feasible_team(pr, sol)
+
+
+def test_an_enumeration_with_nothing_feasible_at_the_handover_leaves_the_time_to_the_pipeline(monkeypatch):
+    """A partial enumeration that has found nothing by its handover stops there (``empty_handover``),
+    and the pipeline finds the answer: pools whose few feasible assignments come late in the
+    enumeration order went unanswered at 10–20 ms (3v3: 5 of 100 pools at 10 ms, 3 at 20 ms)."""
+    import mgmatch.solvers.mgmatch as mg
+    from mgmatch.solvers.enumerate import best_assignment
+
+    pr, = problems("3v3", 1, seed=21)
+    now = time.perf_counter()
+    kept = best_assignment(pr, now + 30.0, chunk=2048, handover=now)  # waits for a feasible one
+    assert kept.team_of is not None
+    empty = best_assignment(pr, now + 30.0, chunk=2048, handover=now, empty_handover=True)
+    assert not empty.complete and empty.team_of is None and empty.examined == 0
+    calls = []
+
+    def nothing_by_the_handover(problem, deadline=None, chunk=None, handover=None, empty_handover=False):
+        calls.append((handover, empty_handover))
+        return best_assignment(problem, deadline, chunk, handover=time.perf_counter(), empty_handover=empty_handover)
+
+    monkeypatch.setattr(mg, "best_assignment", nothing_by_the_handover)
+    monkeypatch.setattr(mg, "choose", lambda problem, left, policy: _not_finishing(problem, left))
+    sol = MGMatchSolver(GradientPredictor(), policy="enumerate").solve(pr, Budget.of(500))
+    assert calls and calls[0][0] is not None and calls[0][1] is True
+    assert sol.stats["enumerate_complete"] is False and sol.stats["enumerate_examined"] == 0
+    assert sol.status == "feasible" and feasible_team(pr, sol) and "surrogate_status" in sol.stats
+
+
+def _not_finishing(problem, left):
+    """The policy's enumeration choice, with an estimate past the time left (a partial enumeration)."""
+    import dataclasses
+
+    from mgmatch.solvers.policy import choose
+
+    c = choose(problem, left, "enumerate")
+    return dataclasses.replace(c, enumerate_estimate_s=10 * left)
 
 
 def test_a_large_bench_is_sampled_within_the_pair_cap(monkeypatch):
