@@ -97,6 +97,12 @@ def test_after_flushall_groups_come_back_and_lost_tickets_read_as_unknown(spare)
     groups = {g["name"] for g in s.r.xinfo_groups(s.keys.jobs("p"))}
     assert groups == {SOLVER_GROUP}
     assert {g["name"] for g in s.r.xinfo_groups(s.keys.inference_requests())} == {INFERENCE_GROUP}
+    # the matchmaker's claim-and-publish too, into a stream whose group went with another FLUSHALL: the
+    # job's XADD makes the stream, the solver's read makes the group again (from id 0) and gets the job
+    assert spare.cli("FLUSHALL") == "OK"
+    other = s.create(_ticket("b"))[0]
+    assert s.claim_job("p", [other.id], "m2", time.time() + 30, {"claim_id": "m2"})
+    assert [j for _, j in s.read_jobs("p", "c1", block_ms=None)] == [{"claim_id": "m2"}]
     s.close()
 
 
