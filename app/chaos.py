@@ -452,6 +452,7 @@ class BfRec:
 class _Tally:
     codes: Counter = field(default_factory=Counter)
     transport_errors: Counter = field(default_factory=Counter)   # by exception class (ReadTimeout, ConnectError, …)
+    transport_error_at: list[float] = field(default_factory=list)   # seconds into the run, one per error
     rejected: list[str] = field(default_factory=list)   # non-retryable refusals of a POST (status: body)
     gave_up: int = 0
 
@@ -488,6 +489,12 @@ class ChaosRun:
         self.say(what)
 
     # ---- HTTP
+    def _transport_error(self, err: loadgen.TransportError) -> None:
+        """A request that got no HTTP answer (a dropped connection, the client's timeout), counted by kind
+        and timed, so a report places them among the chaos events."""
+        self.tally.transport_errors[err.kind] += 1
+        self.tally.transport_error_at.append(round(time.time() - self.t0, 2))
+
     def _count(self, r: loadgen.Response) -> None:
         self.tally.codes[r.status_code] += 1
 
@@ -503,7 +510,7 @@ class ChaosRun:
             try:
                 r = await self.client.post(path, content=body, headers=headers)
             except loadgen.TransportError as err:
-                self.tally.transport_errors[err.kind] += 1
+                self._transport_error(err)
             else:
                 self._count(r)
                 if r.status_code in ok:
@@ -550,7 +557,7 @@ class ChaosRun:
                 try:
                     r = await self.client.get(f"/v1/backfills/{b.id}")
                 except loadgen.TransportError as err:
-                    self.tally.transport_errors[err.kind] += 1
+                    self._transport_error(err)
                     return
             self._count(r)
             if r.status_code == 404:
@@ -566,7 +573,7 @@ class ChaosRun:
             try:
                 r = await self.client.get(f"/v1/tickets/{rec.id}")
             except loadgen.TransportError as err:
-                self.tally.transport_errors[err.kind] += 1
+                self._transport_error(err)
                 return
         self._count(r)
         if into is not None:  # the after-flush check: only the code matters
@@ -774,6 +781,8 @@ class ChaosRun:
             "http_codes": {str(c): n for c, n in sorted(codes.items())},
             "transport_errors": sum(self.tally.transport_errors.values()),
             "transport_error_kinds": dict(self.tally.transport_errors),
+            "transport_error_window_s": ([min(self.tally.transport_error_at), max(self.tally.transport_error_at)]
+                                         if self.tally.transport_error_at else None),
             "players_per_s": round(check.matched_players / span, 1) if span and span > 0 else None,
             "wait_p50_s": percentile(waits, 50), "wait_p99_s": percentile(waits, 99),
             "wait_source": self.wait_source,
@@ -794,7 +803,8 @@ def run_chaos(plan: ChaosPlan, say: Callable[[str], None] | None = None) -> dict
     ``backfilled_players``,
     ``backfill_double_booked``, ``backfill_mismatched`` (filled backfills their tickets do not
     confirm), ``inconsistent_tickets``, ``malformed_matches``; ``http_5xx_non_503``,
-    ``http_503``, ``transport_errors`` (``transport_error_kinds`` by exception); ``players_per_s``
+    ``http_503``, ``transport_errors`` (``transport_error_kinds`` by exception, ``transport_error_window_s`` the
+    first and last, seconds into the run, or None); ``players_per_s``
     (matched players / time from the first accept to the last match, on each side of the flush;
     the pause before it, while the run confirms every match, is left out);
     ``wait_p50_s``/``wait_p99_s`` (ticket ``created_at`` → match time; ``wait_source`` says whether

@@ -50,7 +50,7 @@ def describe(report: dict) -> str:
     keys = ("accepted", "accepted_before_flush", "accepted_after_flush", "gave_up", "rejected", "matched", "lost",
             "lost_by_status", "lost_sample", "leftover", "transient_404", "flushed_not_404", "flushed_codes", "flushed_not_404_sample",
             "double_booked", "double_booked_sample", "inconsistent_tickets", "malformed_matches", "http_codes",
-            "transport_errors", "transport_error_kinds",
+            "transport_errors", "transport_error_kinds", "transport_error_window_s",
             "players_per_s", "wait_p50_s", "wait_p99_s", "settled", "elapsed_s")
     lines = [f"{k}={report.get(k)!r}" for k in keys]
     lines += [f"event {e['t']}s {e['what']}" for e in report.get("events", [])]

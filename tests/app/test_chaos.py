@@ -90,6 +90,23 @@ def test_chaos_tickets_are_deterministic_fit_the_pool_and_parties_fill_a_team():
     assert all(len(p["features"]) == dim for t in a for p in t["players"])
 
 
+def test_transport_errors_are_counted_by_kind_and_timed_into_the_run():
+    """A request without an HTTP answer is counted by kind and placed in the run's time line (the
+    report's ``transport_error_window_s``), so a failure can be set against the chaos events."""
+    import time
+
+    from mgmatch.app import loadgen
+    from mgmatch.app.chaos import ChaosRun
+
+    run = ChaosRun(ChaosPlan(), [], "http://127.0.0.1:9", None, None, lambda _: None)
+    run.t0 = time.time() - 5.0
+    run._transport_error(loadgen.TransportError("ReadTimeout"))
+    run.t0 -= 2.0
+    run._transport_error(loadgen.TransportError("ConnectError"))
+    assert dict(run.tally.transport_errors) == {"ReadTimeout": 1, "ConnectError": 1}
+    assert run.tally.transport_error_at == [pytest.approx(5.0, abs=0.5), pytest.approx(7.0, abs=0.5)]
+
+
 def test_chaos_plan_names_a_bad_failover_mode():
     from mgmatch.core.errors import InvalidInput
 
