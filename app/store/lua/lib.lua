@@ -41,6 +41,33 @@ local function requeue(queue, expiry, pending, k, match_id)
   return 0
 end
 
+-- A claim's check of the ticket keys KEYS[first..]: how many of them match_id already holds (a
+-- retried claim), or nil when one is neither queued (unexpired) nor held, so the claim must fail.
+local function claimable(first, match_id, now)
+  local held = 0
+  for i = first, #KEYS do
+    local f = redis.call('HMGET', KEYS[i], 'status', 'expires', 'match_id')
+    if f[1] == 'proposed' and f[3] == match_id then
+      held = held + 1
+    elseif not (f[1] == 'queued' and tonumber(f[2]) > now) then
+      return nil
+    end
+  end
+  return held
+end
+
+-- The ticket keys KEYS[first..] (ids ARGV[first - 1..]) → proposed by match_id until lease: out of the
+-- queue and expiry indexes, into pending.
+local function propose(queue, expiry, pending, first, match_id, lease)
+  for i = first, #KEYS do
+    local tid = ARGV[i - 1]
+    redis.call('HSET', KEYS[i], 'status', 'proposed', 'match_id', match_id, 'lease', fmt(lease))
+    redis.call('ZREM', queue, tid)
+    redis.call('ZREM', expiry, tid)
+    redis.call('ZADD', pending, lease, tid)
+  end
+end
+
 -- Any status → expired with a reason: out of every index, players freed, an event emitted.
 local function expire(queue, expiry, pending, events, players, k, tid, reason, maxlen)
   redis.call('HSET', k, 'status', 'expired', 'lease', '', 'reason', reason)
