@@ -14,7 +14,8 @@ Format ``mgmatch-labels/v1`` — a directory::
      "done": 1000, "optimal": 987, "runs": [{...throughput of each run...}],
      "feasible_only": 13, "without_solution": 0,     # labels that are time-limited best solutions / none
      "gap_mean": 0.0004, "gap_max": 0.021,           # proven relative gaps over labels with an assignment
-     "time_limits_s": [60.0]}                        # every limit the records were solved under
+     "time_limits_s": [60.0],                        # every limit the records were solved under
+     "start_ms": 300.0, "start_ms_values": [300.0]}  # the last run's start (0: none), every one used
 
 ``model_sha256`` pins the preset's engagement model: resuming a dataset after the shipped model
 changed is refused (the labels would optimize two objectives). Manifests written before the pin
@@ -30,7 +31,9 @@ One record (one line; JSON only, never pickle)::
      "optimal": true,                  # proven optimal (gap 0 within tolerance)
      "team_of": [0, -1, 1, ...],       # best assignment: team per player, −1 bench; null when none
      "objective": 5.71, "bound": 5.71, "gap": 0.0,   # engagement, proven upper bound, relative gap
-     "time_ms": 812.4, "method": "exact", "time_limit_s": 60.0}
+     "time_ms": 812.4, "method": "exact", "time_limit_s": 60.0,
+     "start_ms": 300.0, "start_objective": 5.70}     # only with a start: SCIP began from the answer
+                                                     # `surrogate` found in start_ms (within the limit)
 
 A dataset labelled from a game's own instance files (``mgmatch label --instances DIR
 --engagement ENG.json``) has ``"source": "instances"`` in its manifest, a copy of the engagement

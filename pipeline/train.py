@@ -93,21 +93,24 @@ def run(data: str | Path, arch: str, epochs: int, seed: int, out: str | Path, *,
         "val_metrics": {k: round(float(res.best[k]), 5) for k in ("val_bce", "val_acc", "val_topk")},
         "command": " ".join(shlex.quote(a) for a in cmd),
     }
+    start = f" --start-ms {manifest['start_ms']:g}" if manifest and manifest.get("start_ms") else ""
     if manifest.get("source") == "instances":
         training["labels"] = {k: manifest.get(k) for k in ("instances", "count", "done", "optimal", "time_limit_s",
-                                                           "method", "engagement_sha256")}
+                                                           "start_ms", "method", "engagement_sha256")}
         training["label_command"] = (f"mgmatch label --instances {manifest.get('instances')} --engagement ENG.json "
-                                     f"--time-limit-s {manifest.get('time_limit_s')} --out {data}")
+                                     f"--time-limit-s {manifest.get('time_limit_s')}{start} --out {data}")
         training["engagement_sha256"] = manifest.get("engagement_sha256")
     elif manifest:
-        training["labels"] = {k: manifest.get(k) for k in ("preset", "seed", "count", "done", "optimal", "time_limit_s", "method")}
+        training["labels"] = {k: manifest.get(k) for k in ("preset", "seed", "count", "done", "optimal", "time_limit_s",
+                                                           "start_ms", "method")}
         # the label quality (time-limited labels keep their proven gap) and the engagement model they optimize
         training["labels"].update({k: manifest[k] for k in ("feasible_only", "gap_mean", "gap_max", "time_limits_s",
-                                                             "model_sha256") if k in manifest})
+                                                             "start_ms_values", "model_sha256") if k in manifest})
         if manifest.get("model_sha256"):
             training["engagement_sha256"] = manifest["model_sha256"]
         training["label_command"] = (f"mgmatch label --preset {manifest.get('preset')} --count {manifest.get('count')} "
-                                     f"--seed {manifest.get('seed')} --time-limit-s {manifest.get('time_limit_s')} --out {data}")
+                                     f"--seed {manifest.get('seed')} --time-limit-s {manifest.get('time_limit_s')}{start} "
+                                     f"--out {data}")
     check = [p for p, _ in items[: min(16, len(items))]]
     gb = batch([encode(p, res.net.cfg.encoding) for p in check])
     onnx_path = out / "model.onnx"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from mgmatch.core.problem import Problem
 from mgmatch.core.solution import Solution
 
@@ -44,11 +46,13 @@ class ScipSolver:
         self.settings = settings
         self.last_stats: dict = {}
 
-    def solve(self, problem: Problem, budget: Budget, method: str | None = None) -> Solution:
+    def solve(self, problem: Problem, budget: Budget, method: str | None = None,
+              start: np.ndarray | None = None) -> Solution:
+        """``start``: a team_of [N] SCIP starts from (:meth:`MipModel.warm_start`), e.g. a heuristic's answer."""
         with released():  # its SCIP instance serves the next solve's build
-            return self._solve(problem, budget, method or self.name)
+            return self._solve(problem, budget, method or self.name, start)
 
-    def _solve(self, problem: Problem, budget: Budget, method: str) -> Solution:
+    def _solve(self, problem: Problem, budget: Budget, method: str, start: np.ndarray | None = None) -> Solution:
         t0 = time.perf_counter()
         # the budget counts building: a build that cannot fit is not started (measured build
         # times, ENGAGEMENT_BUILDS), one that runs past the deadline is abandoned, and SCIP's own
@@ -75,6 +79,8 @@ class ScipSolver:
             # overrun (12v12-deep at 50 ms: ~40 ms builds, then 5–10 ms past the budget)
             self.last_stats = dict(mip.stats, status="no_time", build_s=build_s, time_limit_s=None)
             return problem.solution(None, "no_solution", method, budget.elapsed_ms())
+        if start is not None:
+            mip.warm_start(start)
         # keep a little of the budget for reading the solution and checking it
         limit = None if left is None else max(1e-3, left - min(SOLVE_MARGIN_S, SOLVE_MARGIN_SHARE * left))
         mip.set_time_limit(limit)
@@ -129,7 +135,9 @@ class ExactSolver:
     def engine(self, problem: Problem) -> str:
         return "enumerate" if count_assignments(problem) <= self.enumerate_max else "scip"
 
-    def solve(self, problem: Problem, budget: Budget) -> Solution:
+    def solve(self, problem: Problem, budget: Budget, start: np.ndarray | None = None) -> Solution:
+        """``start``: a team_of [N] SCIP starts from (enumeration needs none)."""
         self.last_engine = self.engine(problem)
-        inner = self.enum if self.last_engine == "enumerate" else self.scip
-        return inner.solve(problem, budget, method=self.name)
+        if self.last_engine == "enumerate":
+            return self.enum.solve(problem, budget, method=self.name)
+        return self.scip.solve(problem, budget, method=self.name, start=start)
