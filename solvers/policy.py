@@ -23,6 +23,14 @@ instance in four takes ≥ 1.4× the estimate), so the estimate is an expected t
 cost of a wrong bet is bounded: the SCIP path keeps the rounded prediction as its fallback
 and polishes whatever SCIP found when it did not close.
 
+The fit saw one head only (one hidden layer of 16 neurons, the big-M binaries are at most those
+16). A deeper head's MIP is far harder: ``12v12-deep`` (hidden layers of 64 and 64) took 14.9 s to
+prove a 60-candidate pool and had not closed another in 60 s (16% gap), where the fit says 0.25 s
+(``exact`` method, seed 7, the two smallest of 40 pools; an ad-hoc script). So the estimate is scaled
+by (hidden neurons / 16)^:data:`SCIP_HIDDEN_EXP`: × 64 for 12v12-deep, the faster of the two
+measurements. Unscaled, the policy sent 12v12-deep to the SCIP path at budgets of a second and more,
+where SCIP's own answer was 0.7% below what the pipeline found in 300 ms.
+
 Enumeration costs about 1 µs per assignment plus ~1 ms (``mgmatch.solvers.exact``'s measured
 threshold); :data:`ENUM_US_PER_ASSIGNMENT` and :data:`ENUM_BASE_S` are set to 4 µs and 3 ms, as measured on the loaded machine.
 """
@@ -38,6 +46,10 @@ from .enumerate import count_assignments
 
 #: calibrated runtime predictor (see the module docstring): log t_ms = a + b·log N + c·log S
 SCIP_LOG_MS = (-0.595, 1.693, -0.255)
+#: hidden head neurons of the calibration (3v3, 12v12: one layer of 16) and the exponent of the
+#: scaling for other heads (see the module docstring)
+SCIP_HIDDEN_REF = 16
+SCIP_HIDDEN_EXP = 2.0
 #: take the SCIP path when the estimate is at most this many times the time left (the estimate is a
 #: median with a long tail: at 0.5 and 1.0 the warm-started SCIP path measured worse than the
 #: pipeline on 3v3 and 12v12 at 50–100 ms under load, e.g. 3v3 100 ms 0.39% vs 0.32%)
@@ -96,10 +108,17 @@ class Choice:
                 "policy_assignments": self.assignments}
 
 
-def scip_estimate_s(n_players: int, slots: int) -> float:
-    """The runtime predictor: expected seconds for SCIP to build and prove the engagement MIP."""
+def scip_estimate_s(n_players: int, slots: int, hidden: int = SCIP_HIDDEN_REF) -> float:
+    """The runtime predictor: expected seconds for SCIP to build and prove the engagement MIP of
+    ``n_players`` candidates for ``slots`` places under a head with ``hidden`` hidden neurons."""
     a, b, c = SCIP_LOG_MS
-    return math.exp(a + b * math.log(max(1, n_players)) + c * math.log(max(1, slots))) / 1e3
+    head = (max(1, hidden) / SCIP_HIDDEN_REF) ** SCIP_HIDDEN_EXP
+    return head * math.exp(a + b * math.log(max(1, n_players)) + c * math.log(max(1, slots))) / 1e3
+
+
+def hidden_neurons(problem: Problem) -> int:
+    """Hidden neurons of the problem's engagement head (the big-M candidates of its exact MIP)."""
+    return int(sum(W.shape[0] for W, _ in problem.model.head_weights[:-1]))
 
 
 def enumerate_estimate_s(assignments: int) -> float:
@@ -144,7 +163,7 @@ def choose(problem: Problem, left_s: float | None, forced: str = "auto") -> Choi
     if forced not in PATHS:
         raise ValueError(f"policy must be one of {PATHS}, got {forced!r}")
     inst = problem.instance
-    est_scip = scip_estimate_s(inst.n, sum(inst.sizes))
+    est_scip = scip_estimate_s(inst.n, sum(inst.sizes), hidden_neurons(problem))
     count = assignments_if_countable(problem)
     est_enum = None if count is None else enumerate_estimate_s(count)
     if forced != "auto":

@@ -87,7 +87,7 @@ def test_policy_picks_enumeration_scip_or_pipeline_from_its_estimates(monkeypatc
     assert c.assignments is not None and c.assignments > 0
     assert c.path == "enumerate"  # a few thousand assignments: well inside 10 s
     # 12v12 is never counted out (too many assignments): SCIP when its estimate fits, else the pipeline
-    est = policy.scip_estimate_s(big.instance.n, sum(big.instance.sizes))
+    est = policy.scip_estimate_s(big.instance.n, sum(big.instance.sizes), policy.hidden_neurons(big))
     assert policy.choose(big, est / policy.SCIP_RATIO * 1.01).path == "scip"
     assert policy.choose(big, est / policy.SCIP_RATIO * 0.9).path == "pipeline"
     # a tight budget: a 3v3 pool is enumerated as far as it goes, a 12v12 pool never is
@@ -106,6 +106,19 @@ def test_runtime_predictor_grows_with_the_pool():
     assert policy.enumerate_estimate_s(100) < policy.enumerate_estimate_s(10_000)
     assert policy.enumerate_chunk(None) == 65_536
     assert 2_048 == policy.enumerate_chunk(0.001) <= policy.enumerate_chunk(0.1) <= policy.enumerate_chunk(10.0) == 65_536
+
+
+def test_a_deeper_head_is_estimated_far_slower_and_keeps_the_pipeline():
+    """12v12-deep (hidden 64 + 64) proved a 60-candidate pool in 14.9 s where the one-layer fit says
+    0.25 s: at a 3 s budget the SCIP path would end on SCIP's own answer, below the pipeline's."""
+    deep, = problems("12v12-deep", 1)
+    flat, = problems("12v12", 1)
+    assert policy.hidden_neurons(deep) == 128 and policy.hidden_neurons(flat) == 16
+    n, s = deep.instance.n, sum(deep.instance.sizes)
+    assert policy.scip_estimate_s(n, s, 128) >= 60 * policy.scip_estimate_s(n, s, 16)
+    assert policy.scip_estimate_s(n, s) == policy.scip_estimate_s(n, s, 16)  # the calibrated head
+    assert policy.choose(deep, 3.0).path == "pipeline"
+    assert policy.choose(deep, 3.0).scip_estimate_s == pytest.approx(policy.scip_estimate_s(n, s, 128))
 
 
 def test_large_pools_are_not_counted():
@@ -138,7 +151,7 @@ def test_scip_path_when_the_runtime_predictor_says_it_closes(monkeypatch):
         return real_warm(self, team_of)
 
     monkeypatch.setattr(MipModel, "warm_start", warm)
-    monkeypatch.setattr(policy, "scip_estimate_s", lambda n, s: 0.001)  # "closes at once"
+    monkeypatch.setattr(policy, "scip_estimate_s", lambda n, s, hidden=16: 0.001)  # "closes at once"
     solver = mg.MGMatchSolver(FixedPredictor(best), default_time_limit_ms=60_000)
     sol = solver.solve(pr, Budget.of(60_000))
     assert solver.last_choice.path == "scip" and sol.stats["policy_path"] == "scip"
@@ -150,7 +163,7 @@ def test_scip_path_when_the_runtime_predictor_says_it_closes(monkeypatch):
 
 def test_pipeline_when_the_runtime_predictor_says_it_does_not_close(monkeypatch):
     pr, = problems("12v12", 1)
-    monkeypatch.setattr(policy, "scip_estimate_s", lambda n, s: 1e6)
+    monkeypatch.setattr(policy, "scip_estimate_s", lambda n, s, hidden=16: 1e6)
     solver = mg.MGMatchSolver(GradientPredictor(), default_time_limit_ms=300)
     sol = solver.solve(pr, Budget.of(300))
     assert sol.stats["policy_path"] == "pipeline" and "surrogate_ms" in sol.stats
