@@ -99,16 +99,23 @@ def test_every_table2_method_answers_a_big_deep_pool_feasibly_within_budget(big_
 
 
 def test_the_shipped_predictors_carry_their_measured_gates():
-    """12v12-deep's network was measured behind the engagement gradient (scripts/interleaved.py --gate),
-    12v12's ahead: the sidecars say so with their evidence and command, and the loaded predictors too."""
+    """Each shipped mgmatch network was measured against the engagement gradient (scripts/interleaved.py
+    --gate): the sidecars carry the verdict, its evidence and command, the verdict follows its own rule,
+    and the loaded (and batching) predictors carry the gate. 12v12-deep's network, retrained on labels
+    started from `surrogate` answers, is ahead where it runs (its first network, trained on 3 s SCIP
+    labels, was behind and gated out)."""
     from mgmatch.app.models_hub import BatchingPredictor
 
     deep, plain = load_predictor("12v12-deep"), load_predictor("12v12")
-    assert deep.gate["use"] == "gradient" and plain.gate["use"] == "network"
+    assert deep.gate["use"] == plain.gate["use"] == "network"
     for p in (deep, plain):
         assert p.gate["command"].startswith("python scripts/interleaved.py") and "--gate" in p.gate["command"]
-        assert all({"diff_points", "se_points", "pairs", "network_ran"} <= set(v) for v in p.gate["by_budget_ms"].values())
-    behind = [b for b, v in deep.gate["by_budget_ms"].items() if v["network_ran"] >= 0.5 and v["diff_points"] > 0]
-    assert behind  # the verdict follows its own rule
+        by = p.gate["by_budget_ms"]
+        assert all({"diff_points", "se_points", "pairs", "network_ran"} <= set(v) for v in by.values())
+        behind = [b for b, v in by.items() if v["network_ran"] >= 0.5 and v["diff_points"] > 0]
+        assert (p.gate["use"] == "gradient") == bool(behind)  # the verdict follows its own rule
+    ran = {b: v for b, v in deep.gate["by_budget_ms"].items() if v["network_ran"] >= 0.5}
+    assert ran and all(v["diff_points"] + v["se_points"] < 0 for v in ran.values())  # ahead by more than its SE
+    assert deep.meta["training"]["labels"]["start_ms"] > 0  # labels started from a heuristic answer
     batching = BatchingPredictor(deep, "12v12-deep")
     assert batching.gate == deep.gate
