@@ -107,6 +107,54 @@ def test_transport_errors_are_counted_by_kind_and_timed_into_the_run():
     assert run.tally.transport_error_at == [pytest.approx(5.0, abs=0.5), pytest.approx(7.0, abs=0.5)]
 
 
+def test_the_load_client_reopens_a_keep_alive_connection_the_server_closed_while_idle():
+    """uvicorn closes a keep-alive connection idle past its timeout (5 s by default): the next request
+    goes out on a new connection, not into the closed one. (A master-kill chaos run paused its ingest
+    for ~8 s and then reported all 64 of its connections as dropped by the service.)"""
+    import asyncio
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    from mgmatch.app import loadgen
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, timeout_keep_alive=0.2,
+                                           log_level="error", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started
+
+    async def two_requests_apart() -> list[int]:
+        client = loadgen.Client(f"http://127.0.0.1:{port}", size=1)
+        try:
+            first = await client.get("/")
+            await asyncio.sleep(0.8)  # the server closes the idle connection meanwhile
+            second = await client.get("/")
+            return [first.status_code, second.status_code]
+        finally:
+            client.close()
+
+    try:
+        assert asyncio.run(two_requests_apart()) == [200, 200]
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
 def test_chaos_plan_names_a_bad_failover_mode():
     from mgmatch.core.errors import InvalidInput
 
