@@ -55,8 +55,13 @@ def test_log_to_model_to_labels_to_network_to_a_feasible_mgmatch_solve(tmp_path,
     assert code == 0 and json.loads(out)["labelled"] == 0
     write_pools(tmp_path / "more", GAME, count=11, n=8, seed=1)
     (pools / "pool-0010.json").write_text((tmp_path / "more" / "pool-0010.json").read_text())
-    code, out, _ = _cli(capsys, "label", "--instances", pools, "--engagement", eng, "--out", data, "--no-progress")
+    # ... here started from the model-free `surrogate` answer of a 3-team game (enumeration proves it anyway)
+    code, out, _ = _cli(capsys, "label", "--instances", pools, "--engagement", eng, "--out", data, "--no-progress",
+                        "--start-ms", "50")
     assert code == 0 and json.loads(out)["labelled"] == 1 and len(load_dataset(data)) == 11
+    (_, _, last), = [d for d in load_dataset(data) if d[2]["file"] == "pool-0010.json"]
+    assert last["optimal"] and last["start_ms"] == 50 and last["start_objective"] <= last["objective"] + 1e-9
+    assert read_manifest(data)["start_ms_values"] == [0.0, 50.0]
 
     mdir = tmp_path / "net"
     code, out, err = _cli(capsys, "train", "--data", data, "--out", mdir, "--epochs", "2", "--batch-size", "4",
