@@ -83,16 +83,16 @@ def label_one(job_json: str) -> str:
     limit = job["time_limit_s"]
     budget = Budget.of(None if limit is None else limit * 1e3)
     start_ms = float(job.get("start_ms") or 0.0)
-    start = None
+    start = start_objective = None
     if start_ms > 0:
         # a heuristic answer first (never the network being trained: `surrogate` runs on the
         # engagement gradient), and SCIP starts from it with the rest of the limit
         first = make_solver(START_METHOD).solve(problem, Budget.of(start_ms))
         if first.has_assignment:
-            start = team_of_from_teams(inst, first.teams)
+            start, start_objective = team_of_from_teams(inst, first.teams), first.objective
     sol = get_solver(LABEL_METHOD).solve(problem, budget, start=start)
     if start is not None and sol.status != "optimal" and (
-            not sol.has_assignment or problem.objective(start) > sol.objective):
+            not sol.has_assignment or start_objective > sol.objective):
         # SCIP read the start but returned less (its own best rejected by the checker, or no
         # time to solve after building): the start is the label, with SCIP's bound
         sol = problem.solution(start, "feasible", LABEL_METHOD, budget.elapsed_ms(), bound=sol.bound)
@@ -114,7 +114,7 @@ def label_one(job_json: str) -> str:
     }
     if start_ms > 0:
         rec["start_ms"] = start_ms
-        rec["start_objective"] = None if start is None else problem.objective(start)
+        rec["start_objective"] = start_objective
     if job.get("file"):
         rec["file"] = job["file"]
     return json.dumps(rec, allow_nan=False)

@@ -90,8 +90,6 @@ class ScipSolver:
             # overrun (12v12-deep at 50 ms: ~40 ms builds, then 5–10 ms past the budget)
             self.last_stats = dict(mip.stats, status="no_time", build_s=build_s, time_limit_s=None)
             return problem.solution(None, "no_solution", method, budget.elapsed_ms())
-        if start is not None:
-            mip.warm_start(start)
         primal = (PRIMAL_HEURISTICS and self.settings == "exact" and left is not None
                   and left >= PRIMAL_MIN_LEFT_S
                   and scip_estimate_s(problem.instance.n, sum(problem.instance.sizes), hidden_neurons(problem)) > left)
@@ -100,6 +98,8 @@ class ScipSolver:
             # kept SCIP on its first one (12v12-deep, 6 pools: the same 18.49 mean at 100 ms and at
             # 1 s; with the default heuristics 18.88 and 19.35)
             mip.model.setHeuristics(SCIP_PARAMSETTING.DEFAULT)
+        if start is not None:  # after the heuristics preset, which would reset the hint's completesol settings
+            mip.warm_start(start)
         # keep a little of the budget for reading the solution and checking it
         limit = None if left is None else max(1e-3, left - min(SOLVE_MARGIN_S, SOLVE_MARGIN_SHARE * left))
         mip.set_time_limit(limit)

@@ -366,7 +366,7 @@ class MipModel:
         # SCIP completes a hint's unknowns (the rules' auxiliaries, the neurons) with its
         # completesol heuristic, which the "exact" preset's fast heuristics switch off (frequency
         # −1): there every hint was dropped unread (12v12-deep, 3 s from a 300 ms `surrogate`
-        # answer: 6.6% below that answer instead of 0.04% above it; 8 instances, seed 1)
+        # answer: 6.6% below that answer instead of 0.02% above it; 8 instances, seed 1)
         if self.model.getParam("heuristics/completesol/freq") < 0:
             self.model.setParam("heuristics/completesol/freq", 0)
         # completesol ignores hints with more unknowns than this rate (default 0.85)
