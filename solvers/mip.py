@@ -28,7 +28,8 @@ literal uses it directly; a root OR is split into one rule per child (IF a∨b T
 **Engagement** (paper Eq. 1, appendix D). The first head layer's pre-activation is linear in x:
 a_n = b_n + Σ_ij c_nij·x_ij with c_nij = Σ_k W1[n, j·E + k]·e_ik. Its exact range over "team j
 has K_j players, each player on at most one team" is an assignment problem over players × team
-slots (``scipy.optimize.linear_sum_assignment``); later layers use interval arithmetic. A neuron
+slots (``scipy.optimize.linear_sum_assignment``); later layers use interval arithmetic, and, where
+the time allows, the tighter of it and a back-substitution to x (:func:`backsub_bounds`). A neuron
 with ub ≤ 0 vanishes, one with lb ≥ 0 is linear (y = a), the others get a binary δ and
 y ≥ a, y ≥ 0, y ≤ a − lb·(1 − δ), y ≤ ub·δ. The last layer is the (linear) objective.
 
@@ -61,6 +62,12 @@ DFS_FIRST_PRIORITY = 1_000_000
 
 #: a consequent whose big-M is at most this is treated as never violated (float noise)
 _EPS = 1e-9
+#: bound the pre-activations of hidden layers after the first by back-substitution
+#: (:func:`backsub_bounds`) as well as interval arithmetic
+BACKSUB_BOUNDS = True
+#: ... when there is no deadline or at least this many seconds are left: it costs ~15–40 ms on a
+#: 12v12-deep pool (128 assignment problems), which online budgets ≤ 100 ms cannot spare
+BACKSUB_MIN_LEFT_S = 0.5
 
 
 class BuildClock:
@@ -294,7 +301,7 @@ class MipModel:
             flat = coef.reshape(-1)
             return quicksum(float(a) * v for a, v in zip(flat.tolist(), xs, strict=True) if a != 0.0) + float(b)
 
-        st = {"neurons": 0, "stable_active": 0, "stable_inactive": 0, "bigm_neurons": 0}
+        st = {"neurons": 0, "stable_active": 0, "stable_inactive": 0, "bigm_neurons": 0, "backsub_layers": 0}
         if len(layers) == 1:  # no hidden layer: the objective is linear in x
             self.model.setObjective(lin(c[0], b1[0]), "maximize")
             self.stats.update(st)
@@ -308,6 +315,7 @@ class MipModel:
             _check(deadline)
             pre.append(lin(c[n], b1[n]))
         m = self.model
+        history = [(lo, hi)]  # bounds of each hidden layer's pre-activations (all neurons)
         for k in range(1, len(layers)):
             ys, ylo, yhi = [], [], []
             for n, a in enumerate(pre):
@@ -336,6 +344,12 @@ class MipModel:
             ylo_a, yhi_a = np.asarray(ylo), np.asarray(yhi)
             lo = b + np.minimum(Wk * ylo_a, Wk * yhi_a).sum(1)
             hi = b + np.maximum(Wk * ylo_a, Wk * yhi_a).sum(1)
+            if k < len(layers) - 1:  # a hidden layer's big-M bounds
+                if BACKSUB_BOUNDS and (deadline is None or deadline - time.perf_counter() >= BACKSUB_MIN_LEFT_S):
+                    blo, bhi = backsub_bounds(layers[1:k + 1], history, c, b1, sizes, deadline)
+                    lo, hi = np.maximum(lo, blo), np.minimum(hi, bhi)
+                    st["backsub_layers"] += 1
+                history.append((lo, hi))
             pre = [quicksum(float(Wk[o, q]) * y for q, (_, y) in enumerate(ys) if Wk[o, q] != 0.0) + float(b[o])
                    for o in range(W.shape[0])]
         m.setObjective(pre[0], "maximize")
@@ -579,6 +593,61 @@ def apply_settings(m: Model, settings: str) -> None:
         m.setParam("branching/relpscost/minreliable", 1.0)
         m.setParam("branching/relpscost/maxreliable", 1.0)
         m.setParam("conflict/enable", False)
+
+
+def _relu_relaxation(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Linear bounds of y = ReLU(z) on lo ≤ z ≤ hi: y ≤ up·z + up_icpt and y ≥ low·z.
+
+    Stable inactive: 0; stable active: z; otherwise the triangle's upper chord and, below, z or 0,
+    whichever leaves the smaller area (CROWN's adaptive choice). Returns (up, up_icpt, low).
+    """
+    active, unstable = lo >= 0.0, (lo < 0.0) & (hi > 0.0)
+    width = np.where(unstable, hi - lo, 1.0)
+    up = np.where(unstable, hi / width, active.astype(float))
+    up_icpt = np.where(unstable, -up * lo, 0.0)
+    low = np.where(unstable, (hi > -lo).astype(float), active.astype(float))
+    return up, up_icpt, low
+
+
+def backsub_bounds(layers: list, history: list, c: np.ndarray, b1: np.ndarray, sizes: list[int],
+                   deadline: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of a deeper hidden layer's pre-activations by linear back-substitution to x.
+
+    ``layers``: the (W, b) from the second layer up to the one bounded; ``history``: (lo, hi) of
+    the pre-activations of every hidden layer below it (the first: :func:`first_layer_bounds`);
+    ``c`` [H1, N, D], ``b1`` [H1]: the first layer in x. Each ReLU below is replaced by its linear
+    relaxation (:func:`_relu_relaxation`), upper or lower by the sign of its coefficient, layer
+    by layer down to a linear function of x, whose max and min over the team formations an
+    assignment problem gives exactly (CROWN, Zhang et al. 2018, with an exact last step instead of
+    a box). Per neuron it can be looser than interval arithmetic, so the caller takes the tighter of
+    the two. On 12v12-deep's second layer (4 pools of 60–61 candidates, seed 7): mean width 9.8–13.0
+    against 16.6–22.1, ~14 ms per pool; SCIP then proved the smallest pool in 10.5 s instead of 14.3 s,
+    and after 60 s on the next one its dual bound was 20.53 against 22.28 (incumbent 19.16).
+    """
+    H = layers[-1][0].shape[0]
+    D = c.shape[2]
+    slots = np.repeat(np.arange(D), sizes)
+    lo_out, hi_out = np.empty(H), np.empty(H)
+    for sign, out in ((1.0, hi_out), (-1.0, lo_out)):
+        lam = sign * layers[-1][0]               # [H, n]: maximize sign·z over the layer below
+        const = sign * layers[-1][1].astype(np.float64)
+        for j in range(len(layers) - 1, -1, -1):  # relax the ReLUs of hidden layer j (0: the first)
+            up, icpt, low = _relu_relaxation(*history[j])
+            pos = lam > 0
+            const = const + (np.where(pos, lam, 0.0) * icpt).sum(1)
+            lam = np.where(pos, lam * up, lam * low)   # coefficients on z_j
+            if j > 0:
+                W, b = layers[j - 1]
+                const = const + lam @ b
+                lam = lam @ W
+        const = const + lam @ b1
+        C = np.tensordot(lam, c, axes=1)          # [H, N, D] coefficients on x
+        for o in range(H):
+            _check(deadline)
+            cost = C[o][:, slots]
+            r, s = linear_sum_assignment(cost, maximize=True)
+            out[o] = sign * (const[o] + cost[r, s].sum())
+    return lo_out, hi_out
 
 
 def first_layer_bounds(c: np.ndarray, b: np.ndarray, sizes: list[int],
