@@ -442,3 +442,43 @@ def test_repair_first_also_where_the_search_build_would_not_fit(monkeypatch):
     assert sol.stats["repair_first"] == "repaired" and sol.stats["search_skipped"] == "build_too_slow"
     assert "surrogate_ms" not in sol.stats and sol.has_assignment
     assert mg._SEARCH_BUILDS[key[0]] == [5.0]  # the oldest build forgotten, as when the search skips it
+
+
+def test_no_search_probe_where_repair_first_applies(monkeypatch):
+    """A probe of a search that does not pay is not run where the pipeline would leave tabu search few
+    iterations: the solve repairs first instead (12v12 at 20 ms: the probes took the surrogate MIP's
+    path, and one answered nothing). With time for many iterations the probe runs as before."""
+    import mgmatch.solvers.mgmatch as mg
+
+    pr = problems("12v12", 1, seed=6)[0]
+    bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))
+    key = _repair_setup(monkeypatch, pr, 150, pace_s=0.01)  # ~14 iterations: repair first applies
+    mg._SEARCH_PROBE_GAP[key] = 1  # a probe is due at every solve
+    sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
+    assert sol.stats["search_skipped"] == "too_tight_to_probe" and "search_probe" not in sol.stats
+    assert sol.stats["repair_first"] == "repaired" and "surrogate_ms" not in sol.stats and sol.has_assignment
+    key = _repair_setup(monkeypatch, pr, 150, pace_s=1e-5)  # thousands of iterations: probe
+    mg._SEARCH_PROBE_GAP[key] = 1
+    sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
+    assert sol.stats.get("search_probe") and "repair_first" not in sol.stats and sol.has_assignment
+
+
+def test_a_surrogate_build_that_cannot_start_leaves_tabu_search_to_repair_the_rounding(monkeypatch):
+    """No feasible start and no time (at the measured pace) to read the surrogate MIP into SCIP, as
+    in a fresh process whose first reads were slow: tabu search repairs the rounding with the time
+    left. Before, such a solve answered nothing a few ms into a 20 ms budget."""
+    import mgmatch.solvers.mgmatch as mg
+    import mgmatch.solvers.mip as mip_mod
+    from mgmatch.solvers.mip import BuildClock
+
+    pr = problems("12v12", 1, seed=6)[0]
+    bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))
+    assert not pr.checker.feasible(bad[None])[0]
+    slow = BuildClock()
+    slow.record(5.0, BuildClock.size(pr.compiled))  # reading the MIP took 5 s
+    monkeypatch.setattr(mip_mod, "SCIP_READS", slow)
+    monkeypatch.setattr(mg, "_SEARCH_HITS", {})
+    sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
+    assert sol.stats["surrogate_status"] == "build_interrupted"
+    assert sol.stats["repair_first"] == "repaired" and sol.stats["tabu_iterations"] > 0
+    assert sol.has_assignment and pr.checker.feasible(team_of_from_teams(pr.instance, sol.teams)[None])[0]
