@@ -35,8 +35,9 @@ Pipeline inside one wall-clock budget (default 100 ms, INCLUDING encoding and in
    iterations, steps 3–4 are replaced by tabu search from the party-whole rounding, which repairs
    it itself (its penalty on how far outside each broken rule is) and walks on with all the time;
    the surrogate MIP gets the rest only when nothing is feasible by :data:`REPAIR_SHARE` of it.
-   When there is no feasible start and the surrogate MIP's measured build cannot fit, tabu search
-   repairs the rounding the same way.
+   A solve that would answer ``no_solution`` with time left (no feasible start, and the surrogate
+   MIP's build did not fit or found nothing) has tabu search repair the rounding the same way with
+   what is left (``stats["last_repair"]``).
    ``stats["repair_first"]``: ``repaired`` or ``failed``; where it was considered but not tried,
    ``stats["repair_skipped"]`` says why: ``unmeasured`` (no surrogate stage measured for the model
    and budget, or no tabu pace for the model, yet), ``iterations`` (the pipeline leaves tabu search
@@ -474,8 +475,21 @@ class MGMatchSolver:
         stats["rounding_feasible"] = rounding_ok
         with released():  # the SCIP instances built here serve the next solve's builds
             if choice.path == "scip":
-                return self._scip_path(problem, budget, p, starts, stats, answer)
-            return self._pipeline(problem, budget, p, rounded, starts, stats, answer)
+                sol = self._scip_path(problem, budget, p, starts, stats, answer)
+            else:
+                sol = self._pipeline(problem, budget, p, rounded, starts, stats, answer)
+        if sol.status == "no_solution" and self.use_polish and self._tabu_share(None) > 0:
+            # nothing feasible yet and time left (the surrogate MIP's measured read or build did not
+            # fit, as in a fresh process whose first SCIP reads were slow; or it found nothing in its
+            # time): tabu search repairs the rounding with what is left. Without it, 2 of a new
+            # process's first 40 12v12 solves at 20 ms answered nothing 2 ms in, and a 3v3 pool
+            # whose feasible assignments are rare answered nothing 6 ms into 10 ms
+            res = self._tabu_run(problem, rounded, budget.deadline() - FINISH_RESERVE_S, 0.0, stats)
+            if res.iterations:
+                stats["last_repair"] = "repaired" if res.team_of is not None else "failed"
+            if res.team_of is not None:
+                return answer(res.team_of, "feasible")
+        return sol
 
     def _scip_path(self, problem: Problem, budget: Budget, p: np.ndarray, starts: dict, stats: dict,
                    answer) -> Solution:
@@ -742,14 +756,6 @@ class MGMatchSolver:
                 stats["surrogate_status"] = "build_interrupted"
                 if selecting:
                     return self._selection_answer(problem, p, starts, stop, stats, answer)
-                if not starts and self.use_polish and self._tabu_share(None) > 0:
-                    # no start and no MIP to find one (its measured read or build does not fit: a
-                    # fresh process's first SCIP reads are slow): tabu search repairs the rounding
-                    # with the time left. Without it, 2 of the first 40 12v12 solves of a new process
-                    # at 20 ms answered nothing, 2 ms in
-                    res = self._tabu_run(problem, rounded, stop, 0.0, stats)
-                    stats["repair_first"] = "repaired" if res.team_of is not None else "failed"
-                    return answer(res.team_of, "feasible" if res.team_of is not None else "no_solution")
                 return self._polish_only(problem, stop, starts, stats, answer)
             mip.set_linear_objective(p)
             if self.warm_start and starts:

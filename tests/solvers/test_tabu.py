@@ -480,5 +480,5 @@ def test_a_surrogate_build_that_cannot_start_leaves_tabu_search_to_repair_the_ro
     monkeypatch.setattr(mg, "_SEARCH_HITS", {})
     sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
     assert sol.stats["surrogate_status"] == "build_interrupted"
-    assert sol.stats["repair_first"] == "repaired" and sol.stats["tabu_iterations"] > 0
+    assert sol.stats["last_repair"] == "repaired" and sol.stats["tabu_iterations"] > 0
     assert sol.has_assignment and pr.checker.feasible(team_of_from_teams(pr.instance, sol.teams)[None])[0]
