@@ -35,6 +35,10 @@ Pipeline inside one wall-clock budget (default 100 ms, INCLUDING encoding and in
    iterations, steps 3–4 are replaced by tabu search from the party-whole rounding, which repairs
    it itself (its penalty on how far outside each broken rule is) and walks on with all the time;
    the surrogate MIP gets the rest only when nothing is feasible by :data:`REPAIR_SHARE` of it.
+   Repair first is also taken where the surrogate stage measured for the model and budget (its
+   fastest recent run; where none completed, its shortest miss) leaves SCIP's search less than
+   :data:`SEARCH_MIN_S` (``search_skipped: no_time``), with no search record needed; and where that
+   stage does not even fit what a failed repair would leave it, the walk goes on to the deadline.
    A solve that would answer ``no_solution`` with time left (no feasible start, and the surrogate
    MIP's build did not fit or found nothing) has tabu search repair the rounding the same way with
    what is left (``stats["last_repair"]``).
@@ -144,6 +148,12 @@ SEARCH_KEEP = 16
 #: was abandoned on 3 of 4 slow pools, its time lost
 SEARCH_BUILD_SHARE = 0.5
 SEARCH_BUILDS_KEEP = 8
+#: the search is skipped (``no_time``; tabu search takes its time) when the surrogate stage measured for
+#: the model and budget and polishing would leave it less than this: a 12v12 engagement MIP alone takes
+#: 5–10 ms to build. At 10 ms on 12v12 it left ~2 ms; with no search record (a process serving only
+#: that budget: the search never runs, so it is never found not paying) repair first was never
+#: considered, the surrogate stage took 5–7 ms, and 84% of 80 solves answered nothing
+SEARCH_MIN_S = 0.005
 #: while the search is not paying, one solve in this many still runs it (after tabu search) ...
 SEARCH_PROBE_EVERY = 4
 #: ... and after each probe that did not pay either, one in twice as many, up to this many (at
@@ -159,6 +169,16 @@ _SEARCH_PROBE_GAP: dict[tuple, int] = {}
 #: no surrogate stage, 0.92% against 1.58% at 20 ms)
 _SURROGATE_TIMES: dict[tuple, list[float]] = {}
 SURROGATE_TIMES_KEEP = 8
+#: surrogate stages that did not fit (build interrupted, or no time left to solve), as long as the
+#: time they had, by the same key: where no stage ever completes, they stand for its time (a lower
+#: bound)
+_STAGE_MISSES: dict[tuple, list[float]] = {}
+#: stage keys whose first stage this process has seen (:func:`_record_stage`)
+_STAGE_WARM: set[tuple] = set()
+#: solves per stage key that skipped the stage, and every how many of them the slowest record is
+#: forgotten (:func:`_wear_stage`)
+_STAGE_SKIPS: dict[tuple, int] = {}
+STAGE_FORGET_EVERY = 8
 #: solves per (engagement model, budget) since the search stopped paying
 _SEARCH_SKIPS: dict[tuple, int] = {}
 #: seconds of the last builds of the engagement objective in the search, by engagement model
@@ -610,13 +630,16 @@ class MGMatchSolver:
         return res
 
     def _repair_first(self, problem: Problem, budget: Budget, rounded: np.ndarray, starts: dict, stats: dict,
-                      answer) -> Solution | None:
+                      answer, alone: bool = False) -> Solution | None:
         """Tabu search from the best start, or from ``rounded`` (:func:`rounding` of P), with all the time
         left, its penalty walking a rule-breaking start to a feasible one. None (the time left goes
         to the surrogate MIP) when nothing is feasible by :data:`REPAIR_SHARE` of the time left, when
         the rules after it say no (:data:`REPAIR_MAX_ITERATIONS`, :data:`REPAIR_MIN_RATE`), or when
         the surrogate stage (for this engagement model and budget) or tabu search (for this model)
-        was never measured; ``stats["repair_skipped"]`` says which."""
+        was never measured; ``stats["repair_skipped"]`` says which. ``alone``: the surrogate stage is
+        measured as not fitting the time left at all, so there is no fallback to give the time to:
+        tabu search walks until the deadline whatever the recent repairs did (12v12 at 10 ms: with
+        the success rule, repair first was off in 46 of 80 solves, which then answered nothing)."""
         stop = budget.deadline() - FINISH_RESERVE_S
         t0 = time.perf_counter()
         expected = _repair_iterations(problem, budget, t0)
@@ -630,14 +653,16 @@ class MGMatchSolver:
         key = _search_key(problem, budget, self.name)
         tries = _REPAIRS.get(key, [])
         retry = False
-        if len(tries) >= REPAIR_MIN_SEEN and sum(tries) < REPAIR_MIN_RATE * len(tries):
+        if not alone and len(tries) >= REPAIR_MIN_SEEN and sum(tries) < REPAIR_MIN_RATE * len(tries):
             _REPAIR_SKIPS[key] = _REPAIR_SKIPS.get(key, 0) + 1
             if _REPAIR_SKIPS[key] < _REPAIR_RETRY_GAP.get(key, REPAIR_RETRY_EVERY):
                 stats["repair_skipped"] = "success_rate"
                 return None
             _REPAIR_SKIPS[key], retry = 0, True
+        _wear_stage(problem, budget)
         start = max(starts.values(), key=problem.objective) if starts else rounded
-        res = self._tabu_run(problem, start, stop, 0.0, stats, feasible_by=t0 + REPAIR_SHARE * (stop - t0))
+        res = self._tabu_run(problem, start, stop, 0.0, stats,
+                             feasible_by=None if alone else t0 + REPAIR_SHARE * (stop - t0))
         repaired = res.team_of is not None
         if retry and repaired:
             # a retry that repairs starts the record afresh: the failures before it no longer count
@@ -711,7 +736,7 @@ class MGMatchSolver:
         # repairs the rounding instead and walks on with all the time
         key = _search_key(problem, budget, self.name)
         probe = None  # None: the search's measured rule decides after polishing
-        skip = None   # why the search will not run: "not_paying", "build_too_slow"
+        skip = None   # why the search will not run: "not_paying", "build_too_slow", "no_time", "too_tight_to_probe"
         if self.search and self.use_polish and self.tabu_share is None and not selecting:
             if _not_paying(key):
                 probe = _probe_due(key)
@@ -723,8 +748,17 @@ class MGMatchSolver:
             after = (deadline - time.perf_counter() - stage) * (1.0 - self.polish_share)
             if skip is None and not probe and builds and max(builds) > SEARCH_BUILD_SHARE * after:
                 skip = "build_too_slow"
+            # the fastest recent stage decides whether the search and the fallback of a failed repair
+            # can have any time at all (one slow stage, e.g. a process's first, must not decide it for
+            # good: a solve that repairs first records no stage)
+            fastest = _fastest_stage(problem, budget)
+            left = deadline - FINISH_RESERVE_S - time.perf_counter()
+            if skip is None and not probe and fastest > 0.0 and (left - fastest) * (1.0 - self.polish_share) < SEARCH_MIN_S:
+                skip = "no_time"
             if skip is not None and self.repair_first:
-                done = self._repair_first(problem, budget, rounded, starts, stats, answer)
+                # no fallback: the surrogate stage does not fit what a failed repair would leave it
+                alone = fastest >= (1.0 - REPAIR_SHARE) * left
+                done = self._repair_first(problem, budget, rounded, starts, stats, answer, alone=alone)
                 if done is not None:
                     stats["search_skipped"] = skip
                     if skip == "build_too_slow":
@@ -747,13 +781,21 @@ class MGMatchSolver:
                 # and skipping left 9 of 40 pools unanswered
                 if starts and SURROGATE_BUILDS.expected_s(size) > stop - time.perf_counter():
                     SURROGATE_BUILDS.skipped(size)
+                    t1 = None  # not started: no stage to record
                     raise BuildInterrupted("no time to build the surrogate MIP (measured build times)")
                 mip = MipModel.build(problem.compiled, checker=problem.checker, fast=True, deadline=stop,
                                      reuse=searchless)
                 SURROGATE_BUILDS.record(time.perf_counter() - t1, size)
             except BuildInterrupted:
-                stats["surrogate_ms"] = round((time.perf_counter() - t1) * 1e3, 3)
                 stats["surrogate_status"] = "build_interrupted"
+                if t1 is None:
+                    stats["surrogate_ms"] = 0.0
+                else:
+                    stats["surrogate_ms"] = round((time.perf_counter() - t1) * 1e3, 3)
+                    # started and did not fit: a miss, as long as all the time it had (else a budget
+                    # where it never fits never has a measured stage, the search is never found to
+                    # have no time, and repair first is never tried: 12v12 at 10 ms, 84% unanswered)
+                    _record_stage(_STAGE_MISSES, problem, budget, max(stop, time.perf_counter()) - t1)
                 if selecting:
                     return self._selection_answer(problem, p, starts, stop, stats, answer)
                 return self._polish_only(problem, stop, starts, stats, answer)
@@ -789,11 +831,12 @@ class MGMatchSolver:
                     return answer(None, "infeasible")
                 for t in _pool(mip, problem, res.team_of):
                     starts.setdefault(t.tobytes(), t)
-            else:
+            else:  # built, but no time left to solve it: a miss (as above)
                 mip = None
+                _record_stage(_STAGE_MISSES, problem, budget, max(stop, time.perf_counter()) - t1)
         stats["surrogate_ms"] = round((time.perf_counter() - t1) * 1e3, 3)
         if mip is not None:
-            _remember(_SURROGATE_TIMES, _stage_key(problem, budget), time.perf_counter() - t1, SURROGATE_TIMES_KEEP)
+            _record_stage(_SURROGATE_TIMES, problem, budget, time.perf_counter() - t1)
         if selecting:
             return self._selection_answer(problem, p, starts, stop, stats, answer)
         if not starts:
@@ -883,11 +926,45 @@ class MGMatchSolver:
         return answer(best, "optimal" if found.proven_optimal else "feasible")
 
 
+def _record_stage(history: dict, problem: Problem, budget: Budget, seconds: float) -> None:
+    """A surrogate stage's time (or miss) into ``history``; the first of each model and budget in this
+    process is not a measurement (a new process's first stage creates SCIP's first instance: 68 ms
+    of a 50 ms budget on 12v12, and with repair first taken, no later stage corrected it)."""
+    key = _stage_key(problem, budget)
+    if key not in _STAGE_WARM:
+        _STAGE_WARM.add(key)
+        return
+    _remember(history, key, seconds, SURROGATE_TIMES_KEEP)
+
+
+def _wear_stage(problem: Problem, budget: Budget) -> None:
+    """A solve that skips the surrogate stage (repair first) measures none: every
+    :data:`STAGE_FORGET_EVERY`-th such solve forgets the slowest recorded stage, so one measured at a
+    slow moment does not keep the stage away for good; emptied, the next solve runs and measures it."""
+    key = _stage_key(problem, budget)
+    _STAGE_SKIPS[key] = _STAGE_SKIPS.get(key, 0) + 1
+    times = _SURROGATE_TIMES.get(key)
+    if times and _STAGE_SKIPS[key] % STAGE_FORGET_EVERY == 0:
+        slowest = times.index(max(times))
+        _SURROGATE_TIMES[key] = times[:slowest] + times[slowest + 1:]
+
+
+def _fastest_stage(problem: Problem, budget: Budget) -> float:
+    """The fastest recent surrogate stage of this model and budget; where none completed, the shortest
+    miss (:data:`_STAGE_MISSES`); 0.0 without either."""
+    key = _stage_key(problem, budget)
+    return min(_SURROGATE_TIMES.get(key) or _STAGE_MISSES.get(key) or [0.0])
+
+
 def _repair_iterations(problem: Problem, budget: Budget, now: float) -> float | None:
     """Tabu iterations the pipeline would leave after the surrogate stage, at the measured paces of
-    this model and budget (None: one of them not measured yet)."""
+    this model and budget (None: one of them not measured yet). Where no stage completed, the
+    shortest miss stands for it."""
     model = _model_key(problem)
-    stage = _upper_quartile(_SURROGATE_TIMES.get(_stage_key(problem, budget)))
+    key = _stage_key(problem, budget)
+    stage = _upper_quartile(_SURROGATE_TIMES.get(key))
+    if stage is None and _STAGE_MISSES.get(key):
+        stage = min(_STAGE_MISSES[key])
     pace = _upper_quartile(_TABU_PACE.get(model))
     if stage is None or pace is None:
         return None

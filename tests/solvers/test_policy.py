@@ -40,7 +40,16 @@ def fresh_build_clocks(monkeypatch):
     monkeypatch.setattr(mg, "_PREDICT_SKIPS", {})
     monkeypatch.setattr(mg, "_PREDICT_WARM", set())
     monkeypatch.setattr(mg, "_SURROGATE_TIMES", {})
+    monkeypatch.setattr(mg, "_STAGE_MISSES", {})
+    monkeypatch.setattr(mg, "_STAGE_WARM", _AllWarm())
     return eng, sur
+
+
+class _AllWarm(set):
+    """Every stage key counts as seen: tests measure from the first stage."""
+
+    def __contains__(self, key) -> bool:
+        return True
 
 
 def problems(preset: str, count: int, seed: int = SEED) -> list[Problem]:

@@ -315,6 +315,8 @@ def _repair_setup(monkeypatch, pr: Problem, budget_ms: float, pace_s: float):
     monkeypatch.setattr(mg, "_SEARCH_SKIPS", {})
     monkeypatch.setattr(mg, "_SEARCH_PROBE_GAP", {key: 10**6})
     monkeypatch.setattr(mg, "_SURROGATE_TIMES", {key[:2]: [0.005]})
+    monkeypatch.setattr(mg, "_STAGE_MISSES", {})
+    monkeypatch.setattr(mg, "_STAGE_SKIPS", {})
     monkeypatch.setattr(mg, "_TABU_PACE", {key[0]: [pace_s]})
     for name in ("_REPAIRS", "_REPAIR_SKIPS", "_REPAIR_RETRY_GAP"):
         monkeypatch.setattr(mg, name, {})
@@ -482,3 +484,69 @@ def test_a_surrogate_build_that_cannot_start_leaves_tabu_search_to_repair_the_ro
     assert sol.stats["surrogate_status"] == "build_interrupted"
     assert sol.stats["last_repair"] == "repaired" and sol.stats["tabu_iterations"] > 0
     assert sol.has_assignment and pr.checker.feasible(team_of_from_teams(pr.instance, sol.teams)[None])[0]
+
+
+def test_where_the_surrogate_stage_leaves_the_search_no_time_repair_first_runs_without_a_search_record(monkeypatch):
+    """A budget where the surrogate stage takes nearly all the time (12v12 at 10 ms): the search never
+    runs, so it is never found not paying; the measured stage says it has no time, and repair first
+    answers. With no fallback (the stage does not fit what a failed repair leaves), the walk is not
+    cut at REPAIR_SHARE and the success rule does not turn it off."""
+    import mgmatch.solvers.mgmatch as mg
+    from mgmatch.solvers.tabu import TabuResult
+
+    pr = problems("12v12", 1, seed=6)[0]
+    bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))
+    key = _repair_setup(monkeypatch, pr, 150, pace_s=0.01)
+    monkeypatch.setattr(mg, "_SEARCH_HITS", {})  # no search record at all
+    monkeypatch.setattr(mg, "_SEARCH_BUILDS", {})
+    monkeypatch.setattr(mg, "_SURROGATE_TIMES", {key[:2]: [0.14]})  # the stage takes 140 of the 150 ms
+    seen = []
+    real = mg.tabu_search
+
+    def spy(problem, start, deadline, **kw):
+        seen.append(kw.get("feasible_by"))
+        return real(problem, start, deadline, **kw)
+
+    monkeypatch.setattr(mg, "tabu_search", spy)
+    mg._REPAIRS[key] = [False] * mg.REPAIR_KEEP  # recent repairs all failed
+    sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
+    assert sol.stats["search_skipped"] == "no_time" and sol.stats["repair_first"] == "repaired"
+    assert "surrogate_ms" not in sol.stats and sol.has_assignment and seen == [None]
+    # a stage that leaves the search time: the pipeline, as before
+    monkeypatch.setattr(mg, "_SURROGATE_TIMES", {key[:2]: [0.005]})
+    monkeypatch.setattr(mg, "tabu_search", lambda problem, start, deadline, **kw: TabuResult(
+        start, problem.objective(start), 1, False, 0, 0.001) if pr.checker.feasible(start[None])[0] else
+        TabuResult(None, None, 1, False, 0, 0.001))
+    sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
+    assert "repair_first" not in sol.stats and "surrogate_ms" in sol.stats
+
+
+def test_stage_records_skip_a_process_first_stage_and_wear_down_while_skipped(monkeypatch):
+    """The first surrogate stage of a model and budget (a new process's first SCIP instance: 68 ms of a
+    50 ms budget) is not recorded; solves that skip the stage forget the slowest record every
+    STAGE_FORGET_EVERY-th time, down to none, so the stage runs and is measured again; where no stage
+    completed, the shortest miss stands for it."""
+    import mgmatch.solvers.mgmatch as mg
+
+    pr = problems("12v12", 1, seed=6)[0]
+    b = Budget.of(50)
+    key = mg._stage_key(pr, b)
+    for name in ("_SURROGATE_TIMES", "_STAGE_MISSES", "_STAGE_SKIPS"):
+        monkeypatch.setattr(mg, name, {})
+    monkeypatch.setattr(mg, "_STAGE_WARM", set())
+    mg._record_stage(mg._SURROGATE_TIMES, pr, b, 0.068)  # the first: not a measurement
+    assert key not in mg._SURROGATE_TIMES
+    for v in (0.010, 0.045, 0.012):
+        mg._record_stage(mg._SURROGATE_TIMES, pr, b, v)
+    assert mg._fastest_stage(pr, b) == 0.010
+    for _ in range(mg.STAGE_FORGET_EVERY):
+        mg._wear_stage(pr, b)
+    assert mg._SURROGATE_TIMES[key] == [0.010, 0.012]  # the slowest went
+    for _ in range(2 * mg.STAGE_FORGET_EVERY):
+        mg._wear_stage(pr, b)
+    assert mg._SURROGATE_TIMES[key] == []
+    mg._record_stage(mg._STAGE_MISSES, pr, b, 0.047)
+    mg._record_stage(mg._STAGE_MISSES, pr, b, 0.044)
+    assert mg._fastest_stage(pr, b) == 0.044
+    monkeypatch.setattr(mg, "_TABU_PACE", {mg._model_key(pr): [0.001]})
+    assert mg._repair_iterations(pr, b, b.start) == pytest.approx((0.050 - mg.FINISH_RESERVE_S - 0.044) / 0.001)
