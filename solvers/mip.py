@@ -625,8 +625,6 @@ def backsub_bounds(layers: list, history: list, c: np.ndarray, b1: np.ndarray, s
     and after 60 s on the next one its dual bound was 20.53 against 22.28 (incumbent 19.16).
     """
     H = layers[-1][0].shape[0]
-    D = c.shape[2]
-    slots = np.repeat(np.arange(D), sizes)
     lo_out, hi_out = np.empty(H), np.empty(H)
     for sign, out in ((1.0, hi_out), (-1.0, lo_out)):
         lam = sign * layers[-1][0]               # [H, n]: maximize sign·z over the layer below
@@ -642,11 +640,7 @@ def backsub_bounds(layers: list, history: list, c: np.ndarray, b1: np.ndarray, s
                 lam = lam @ W
         const = const + lam @ b1
         C = np.tensordot(lam, c, axes=1)          # [H, N, D] coefficients on x
-        for o in range(H):
-            _check(deadline)
-            cost = C[o][:, slots]
-            r, s = linear_sum_assignment(cost, maximize=True)
-            out[o] = sign * (const[o] + cost[r, s].sum())
+        out[:] = sign * (const + best_over_formations(C, sizes, maximize=True, deadline=deadline))
     return lo_out, hi_out
 
 
@@ -660,15 +654,22 @@ def first_layer_bounds(c: np.ndarray, b: np.ndarray, sizes: list[int],
     Shapes: c [H, N, D], b [H] → (lo [H], hi [H]). ``deadline``: raise :class:`BuildInterrupted`
     past it (checked per neuron: 64 neurons of a 100-candidate pool take several ms).
     """
+    return (b + best_over_formations(c, sizes, maximize=False, deadline=deadline),
+            b + best_over_formations(c, sizes, maximize=True, deadline=deadline))
+
+
+def best_over_formations(c: np.ndarray, sizes: list[int], maximize: bool,
+                         deadline: float | None = None) -> np.ndarray:
+    """Per n, the max (or min) of Σ_ij c[n, i, j]·x_ij over valid team formations: an assignment
+    problem of players onto team slots. Shapes: c [H, N, D] → [H]. ``deadline``: raise
+    :class:`BuildInterrupted` past it (checked per n)."""
     H, N, D = c.shape
     slots = np.repeat(np.arange(D), sizes)  # team of each slot
-    lo, hi = np.empty(H), np.empty(H)
+    out = np.empty(H)
     for n in range(H):
         _check(deadline)
         cost = c[n][:, slots]  # [N, S], N ≥ S: every slot gets one player
-        r, s = linear_sum_assignment(cost, maximize=True)
-        hi[n] = b[n] + cost[r, s].sum()
-        r, s = linear_sum_assignment(cost)
-        lo[n] = b[n] + cost[r, s].sum()
-    return lo, hi
+        r, s = linear_sum_assignment(cost, maximize=maximize)
+        out[n] = cost[r, s].sum()
+    return out
 
