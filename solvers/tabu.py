@@ -26,8 +26,10 @@ from there (Glover's tabu search, the classic for assignment neighbourhoods):
 
 All moves of one iteration are scored in one compiled pass (:class:`~mgmatch.solvers.moves.MoveScorer`:
 each move's head pre-activation and rules broken from the players it changes; ~0.5 ms for the
-~2 200 moves of a 12v12 pool of 48, where the objective batch and the checker took 1.5–2.5 ms),
-so the argmax of the penalized score is exact over the whole neighbourhood. The exact float64
+~2 200 moves of a 12v12 pool of 48, where the objective batch and the checker took 1.5–2.5 ms;
+a whole iteration now takes ~0.2 ms on the 12v12 preset's ~1 000-move neighbourhoods,
+``scripts/tabu-pace.py``), and the move taken is the argmax of the penalized score over the whole
+neighbourhood (:func:`~mgmatch.solvers.moves.choose`, compiled). The exact float64
 objective is computed only for feasible moves that come near the best, and the checker confirms
 the answer at the end (falling back to the best before it, should the two ever disagree), so the
 answer is never worse than a feasible start and never breaks a rule. No iteration is started that,
@@ -50,7 +52,7 @@ from mgmatch.core.compiler import parties
 from mgmatch.core.problem import Problem
 
 from .mip import BuildClock
-from .moves import neighbourhood, scorer_of
+from .moves import choose, neighbourhood, scorer_of
 from .polish import MIN_GAIN, RANK_SLACK
 
 #: tabu tenure: a moved player stays tabu for a random number of iterations in this range
@@ -143,23 +145,20 @@ def tabu_search(problem: Problem, start: np.ndarray, deadline: float, *, seed: i
                 TABU_ROUNDS.skipped(cells)  # not one iteration fitted at the measured pace
             break
         vals, broken, tabu, excess = scorer.score(cur, moves, until, it)
-        finite = np.isfinite(vals)
         if penalty is None:
+            finite = np.isfinite(vals)
             spread = float(np.ptp(vals[finite])) if finite.any() else 0.0
             penalty = penalty0 = max(spread, 1e-3 * max(1.0, abs(start_obj)))
-        ok = broken == 0
-        # a tabu move counts only when it is feasible and would beat the best (aspiration)
-        open_ = finite & (~tabu | (ok & (vals > best_obj + MIN_GAIN)))
-        # a rule-breaking move costs the penalty per broken rule plus per unit of how far outside
+        # a tabu move counts only when it is feasible and would beat the best (aspiration); a
+        # rule-breaking move costs the penalty per broken rule plus per unit of how far outside
         # (so of two moves breaking as many rules, the nearer to feasible ranks higher)
-        score = np.where(open_, vals - penalty * (broken + excess), -np.inf)
-        chosen = int(np.argmax(score)) if score.size else -1
-        if chosen < 0 or not np.isfinite(score[chosen]):
+        chosen = choose(vals, broken, tabu, excess, penalty, best_obj + MIN_GAIN)
+        if chosen < 0:
             if not until.any():
                 break  # no move at all
             until[:] = 0  # every move was tabu: clear the list and go on
             continue
-        chosen_ok = bool(ok[chosen])
+        chosen_ok = bool(broken[chosen] == 0)
         until[moves.players(chosen)] = it + rng.integers(tenure[0], tenure[1] + 1)
         cur = moves.apply(cur, chosen)
         since_best += 1
