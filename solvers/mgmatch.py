@@ -304,11 +304,17 @@ def round_prediction(p: np.ndarray, sizes: tuple[int, ...] | list[int],
 def near_region(problem: Problem, p: np.ndarray) -> np.ndarray | None:
     """Under a ``max_ping`` rule, the players within its limit of the host region whose
     nearby players the prediction favours most (the largest Σ_j p_ij of its best Σ sizes near
-    players): bool [N]. None without the rule or when no region has enough near players."""
+    players): bool [N]. None without the rule or when no region has enough near players.
+
+    Under ``party_together`` a player counts as near a region only when his whole party is: a
+    12v12 pool of 95 candidates had exactly 24 players near one region, two of them in parties with
+    far members, and its rounding (that region first) was never repaired."""
     chk = problem.checker
     if chk.far is None:
         return None
     near = ~chk.far  # [N, regions]
+    for members in party_units(problem) or ():
+        near[members] = near[members].all(axis=0)
     slots = sum(problem.instance.sizes)
     mass = p.sum(axis=1)
     best, mask = -np.inf, None

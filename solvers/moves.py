@@ -801,20 +801,23 @@ def _fill(t, sel, bench, unit_ptr, unit_members, picks, D, solo, samples, draws,
                 e += 1
             m += 1
             ptr[m] = e
-    if samples > 0:  # a whole party with as many solo players (seeded draws) of another position
-        buf = np.empty(t.shape[0], np.int64)
+    if samples > 0:  # a party gathered at a position, as many solo players (seeded draws) from there taking
+        buf = np.empty(t.shape[0], np.int64)  # the places of its members that came
         d = 0
         for u in range(U):
             u0, u1 = unit_ptr[u], unit_ptr[u + 1]
-            k = u1 - u0
             a = t[unit_members[u0]]
             whole = True
             for x in range(u0, u1):
                 if t[unit_members[x]] != a:
                     whole = False
             for b in range(-1, D):
-                if not whole or b == a:
+                if whole and b == a:
                     continue
+                k = 0  # the members not at b yet (all of a whole party)
+                for x in range(u0, u1):
+                    if t[unit_members[x]] != b:
+                        k += 1
                 n_c = 0
                 for i in range(t.shape[0]):
                     if solo[i] and t[i] == b:
@@ -828,13 +831,17 @@ def _fill(t, sel, bench, unit_ptr, unit_members, picks, D, solo, samples, draws,
                         d += 1
                         buf[x], buf[r] = buf[r], buf[x]
                     for x in range(u0, u1):
-                        pl[e] = unit_members[x]
-                        tm[e] = b
-                        e += 1
-                    for x in range(k):
-                        pl[e] = buf[x]
-                        tm[e] = a
-                        e += 1
+                        if t[unit_members[x]] != b:
+                            pl[e] = unit_members[x]
+                            tm[e] = b
+                            e += 1
+                    y = 0
+                    for x in range(u0, u1):
+                        if t[unit_members[x]] != b:
+                            pl[e] = buf[y]
+                            tm[e] = t[unit_members[x]]
+                            e += 1
+                            y += 1
                     m += 1
                     ptr[m] = e
     if picks.shape[0] > 0:  # rotations: bench k → i's slot, i → q's slot (another team), q → bench
@@ -870,10 +877,14 @@ def neighbourhood(cur: np.ndarray, units: list[np.ndarray], rotations: int = 0,
     of its size elsewhere) and, with ``rotations`` > 0, at most that many three-player rotations (a benched player
     k takes selected i's slot, i takes the slot of q on another team, q goes to the bench; a
     seeded random draw, with repeats, when there are more), and with ``party_draws`` > 0 that many
-    **party exchanges** per whole party and other position (``teams`` teams and the bench): the
-    party moves there, and as many players of no party from there (a seeded draw) take its places.
-    A benched party that a rule needs (``include``) or a selected party far from the host region
-    otherwise comes in or goes out only one member at a time, through states that split it."""
+    **party exchanges** per party and position (``teams`` teams and the bench; for a whole party,
+    every other position): the party's members not there yet move there, and as many players of no
+    party from there (a seeded draw) take their places. A benched party that a rule needs
+    (``include``) or a selected party far from the host region otherwise comes in or goes out only
+    one member at a time, through states that split it; and a split party is gathered in one move
+    (one member at a time, the count of members away from the party's position does not fall until
+    the last one moves: on 2 of 12 12v12 pools of 90–100 candidates tabu search walked 640
+    iterations with a split party as the one broken rule)."""
     t = np.ascontiguousarray(cur, dtype=np.int64)
     sel = np.flatnonzero(t >= 0)
     bench = np.flatnonzero(t < 0)

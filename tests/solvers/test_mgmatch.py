@@ -185,7 +185,7 @@ def test_round_prediction_keeps_parties_whole_and_fills_every_team():
 
 def test_the_rounding_takes_players_near_one_host_region_first():
     from mgmatch.core.checker import tolerance
-    from mgmatch.solvers.mgmatch import near_region, rounding
+    from mgmatch.solvers.mgmatch import near_region, party_units, rounding
 
     checked = 0
     for pr in problems("12v12", 8, seed=51):
@@ -196,7 +196,10 @@ def test_the_rounding_takes_players_near_one_host_region_first():
         mask = near_region(pr, p)
         assert mask is not None
         near = chk.ping <= chk.max_ping + tolerance(chk.max_ping)
+        for members in party_units(pr) or ():  # a party counts as near only when all of it is
+            near[members] = near[members].all(axis=0)
         assert any((near[:, g] == mask).all() for g in range(near.shape[1]))  # one region's near players
+        assert all(mask[m].all() or not mask[m].any() for m in party_units(pr) or ())
         t = rounding(pr, p)
         selected = t >= 0
         assert [int((t == j).sum()) for j in range(pr.instance.teams)] == list(pr.instance.sizes)

@@ -192,6 +192,50 @@ def test_party_exchanges_move_a_whole_party_and_as_many_players_of_no_party_back
     assert checked > 50
 
 
+def test_a_split_party_is_gathered_in_one_move():
+    """A party split over two positions: for every position with enough players of no party, some
+    party exchange moves the members not there yet to it, and as many players of no party from
+    there take exactly their places (team sizes kept)."""
+    from mgmatch.solvers.mgmatch import round_prediction
+
+    checked = 0
+    for seed in range(6):
+        pr = problems("12v12", 1, seed=30 + seed)[0]
+        units = [np.asarray(m) for m in parties(pr.instance).values()]
+        if not units:
+            continue
+        rng = np.random.default_rng(seed)
+        cur = round_prediction(rng.random((pr.instance.n, pr.instance.teams)), pr.instance.sizes, units)
+        in_party = np.zeros(cur.size, dtype=bool)
+        for u in units:
+            in_party[u] = True
+        u = max(units, key=len)
+        # split it: its first member trades places with a player of no party elsewhere
+        other = np.flatnonzero(~in_party & (cur != cur[u[0]]))[0]
+        cur[u[0]], cur[other] = cur[other], cur[u[0]]
+        assert len(set(cur[u].tolist())) == 2
+        base = len(neighbourhood(cur, units))
+        moves = neighbourhood(cur, units, 0, np.random.default_rng(seed), party_draws=4, teams=pr.instance.teams)
+        for b in range(-1, pr.instance.teams):
+            away = u[cur[u] != b]
+            if int(((cur == b) & ~in_party).sum()) < away.size:
+                continue
+            found = 0
+            for m in range(base, len(moves)):  # the exchanges come after the polish neighbourhood
+                t = moves.apply(cur, m)
+                if not (t[u] == b).all() or set(np.flatnonzero(t != cur).tolist()) & (set(u.tolist()) - set(away.tolist())):
+                    continue
+                moved = np.flatnonzero(t != cur)
+                others = np.setdiff1d(moved, u)
+                assert others.size == away.size and not in_party[others].any() and (cur[others] == b).all()
+                assert sorted(t[others].tolist()) == sorted(cur[away].tolist())
+                assert [int((t == j).sum()) for j in range(pr.instance.teams)] == list(pr.instance.sizes)
+                found += 1
+            assert found == 4  # one per draw
+            checked += 1
+    assert checked >= 6
+
+
 def test_excess_ranks_the_neighbour_nearer_to_feasible_higher():
     """States breaking the skill balance alike (one rule): the larger the gap, the larger the excess."""
     null = Moves(np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
