@@ -97,7 +97,7 @@ from mgmatch.core.solution import Solution
 
 from .base import Budget, register
 from .enumerate import best_assignment
-from .mip import ENGAGEMENT_BUILDS, SURROGATE_BUILDS, BuildClock, BuildInterrupted, MipModel, released
+from .mip import ENGAGEMENT_BUILDS, ENGAGEMENT_FREES, SURROGATE_BUILDS, BuildClock, BuildInterrupted, MipModel, released
 from .moves import warm as warm_moves
 from .pas import TR_DELTA, TR_FRACTION, true_search
 from .policy import PATHS, Choice, choose, enumerate_chunk, use_trained_predictor
@@ -222,6 +222,16 @@ _REPAIR_RETRY_GAP: dict[tuple, int] = {}
 _TABU_PACE: dict[str, list[float]] = {}
 #: time kept for building the Solution after polishing, seconds
 FINISH_RESERVE_S = 0.002
+#: measured teardown (seconds per unit of compiled size): from the instant a solve's answer is
+#: built until the solve has returned (the Solution built, the models and arrays of the solve freed).
+#: Beyond FINISH_RESERVE_S, its upper quartile is kept back from the budget. The large part of it
+#: was a searched engagement MIP freed by the garbage collector: 12v12-deep answers at 100 ms came
+#: back 3–6.5 ms after they were built when the search had run (bench p99 105.4 ms); that model is now
+#: freed inside the budget (MipModel.dispose, ENGAGEMENT_FREES), and 0.2–1.4 ms are left after the
+#: answer (`python scripts/teardown.py --preset 12v12-deep --budget-ms 100`)
+TEARDOWN = BuildClock()
+#: ... but never more than this share of the budget
+TEARDOWN_MAX_SHARE = 0.1
 #: SCIP checks its time limit between nodes and overshoots it by a few ms: stop it this early
 SCIP_MARGIN_S = 0.004
 #: ... but a first feasible assignment is looked for until this close to the answer's reserve: with
@@ -233,6 +243,10 @@ FIRST_MARGIN_S = 0.001
 #: answers at 20 ms came 1.5–5.5 ms late with the fixed margin)
 FIRST_OVERSHOOT_KEEP = 8
 _FIRST_OVERSHOOT: dict[int, list[float]] = {}
+#: ... and SCIP's search of the engagement MIP stops this early: SCIP_MARGIN_S, or the largest of
+#: the last FIRST_OVERSHOOT_KEEP overruns past its limit measured on pools of this size (a
+#: 12v12-deep engagement MIP's LP solves are long: 100 ms answers came 2–4 ms late with the fixed margin)
+_SEARCH_OVERSHOOT: dict[int, list[float]] = {}
 #: measured polish rounds (seconds per N² candidates): no round is started that could not finish;
 #: a round on a 95-candidate pool took 30–50 ms under load, so without it the first round of a
 #: late answer ran 40 ms past the budget
@@ -443,8 +457,20 @@ class MGMatchSolver:
         return np.clip(p, 0.0, 1.0)
 
     def solve(self, problem: Problem, budget: Budget) -> Solution:
-        """The measured policy (:mod:`mgmatch.solvers.policy`) picks the path, then runs it."""
+        """The measured policy (:mod:`mgmatch.solvers.policy`) picks the path, then runs it; the time
+        that freeing its SCIP models takes after the answer (:data:`TEARDOWN`) is kept back from the
+        budget, and counts in the answer's ``time_ms``."""
         budget = budget.or_default(self.default_time_limit_ms)
+        size = BuildClock.size(problem.compiled)
+        keep = 0.0
+        if budget.time_limit_ms is not None:
+            keep = min(max(0.0, TEARDOWN.expected_s(size) - FINISH_RESERVE_S), TEARDOWN_MAX_SHARE * budget.time_limit_ms / 1e3)
+        sol = self._solve(problem, Budget(budget.time_limit_ms - 1e3 * keep, budget.start) if keep > 0 else budget)
+        done = time.perf_counter()  # the solve's frames, and the SCIP models they held, are gone
+        TEARDOWN.record(max(0.0, done - budget.start - sol.time_ms / 1e3), size)
+        return sol.model_copy(update={"time_ms": round(budget.elapsed_ms(done), 3)})
+
+    def _solve(self, problem: Problem, budget: Budget) -> Solution:
         version = getattr(self.predictor, "version", None)
         stats: dict = {"predictor": version, "predictor_used": None}  # None: answered without predicting
 
@@ -908,9 +934,19 @@ class MGMatchSolver:
             if self._tabu_share(None) > 0:
                 best, best_obj = self._tabu(problem, best, best_obj, stop, pace, stats)
             return answer(best, "feasible")
-        found = true_search(problem, mip, p, best, best_obj, stop=stop - reserve,
-                            fraction=self.tr_fraction, delta=self.tr_delta, margin_s=SCIP_MARGIN_S)
+        # freeing the searched model is inside the budget too (measured; it is done before polishing)
+        msize = BuildClock.size(problem.compiled)
+        free_s = ENGAGEMENT_FREES.expected_s(msize)
+        bucket = problem.instance.n // 16
+        margin = max([SCIP_MARGIN_S, *_SEARCH_OVERSHOOT.get(bucket, [])])
+        found = true_search(problem, mip, p, best, best_obj, stop=stop - reserve - free_s,
+                            fraction=self.tr_fraction, delta=self.tr_delta, margin_s=margin)
         stats.update(found.stats)
+        if "search_overshoot_ms" in found.stats:
+            _remember(_SEARCH_OVERSHOOT, bucket, max(0.0, found.stats["search_overshoot_ms"] / 1e3), FIRST_OVERSHOOT_KEEP)
+        t4 = time.perf_counter()
+        mip.dispose()
+        ENGAGEMENT_FREES.record(time.perf_counter() - t4, msize)
         if found.team_of is not None and found.objective > best_obj:
             best, best_obj = found.team_of, found.objective
             if not found.proven_optimal:

@@ -119,6 +119,7 @@ def true_search(problem: Problem, mip: MipModel, p: np.ndarray, incumbent: np.nd
     stats["search_build_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
     best, best_obj, proven, solves = None, inc_obj, False, 0
     statuses = []
+    over = None
     region_s = (stop - time.perf_counter()) * region_share
     while True:
         seconds = stop - time.perf_counter() - margin_s
@@ -127,7 +128,10 @@ def true_search(problem: Problem, mip: MipModel, p: np.ndarray, incumbent: np.nd
         if tr is not None:
             seconds = max(min_solve_s, min(seconds, region_s))
         mip.set_time_limit(seconds)
+        t_solve = time.perf_counter()
         res = mip.solve()
+        if res.status == "timelimit":  # how far past its limit SCIP stopped (it checks between LP solves)
+            over = max(over or 0.0, time.perf_counter() - t_solve - seconds)
         solves += 1
         statuses.append(res.status)
         if res.team_of is not None:
@@ -146,4 +150,6 @@ def true_search(problem: Problem, mip: MipModel, p: np.ndarray, incumbent: np.nd
         tr = None
     stats.update(search_ms=round((time.perf_counter() - t0) * 1e3, 3), search_solves=solves,
                  search_status=statuses, search_proven_optimal=proven)
+    if over is not None:
+        stats["search_overshoot_ms"] = round(over * 1e3, 3)
     return SearchResult(best, None if best is None else best_obj, proven, solves, stats)

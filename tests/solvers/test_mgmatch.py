@@ -415,3 +415,102 @@ def test_a_network_gated_out_by_its_measurement_never_runs_and_the_gradient_stan
     kept = GatedPredictor(start, "network")
     sol = MGMatchSolver(kept, policy="pipeline").solve(pr, Budget.of(200))
     assert kept.calls == 1 and sol.stats["predictor_used"] == "fixed" and "predictor_gate" not in sol.stats
+
+
+def test_a_searched_engagement_mip_is_freed_inside_the_budget_and_its_free_measured(monkeypatch, small3v3):
+    """The engagement MIP that SCIP's search ran on is freed before the answer (its time measured and
+    kept back from the next search), not by the garbage collector after the answer was built: on
+    12v12-deep at 100 ms that came 3–6.5 ms after the answer."""
+    import mgmatch.solvers.mgmatch as mg
+    from mgmatch.solvers.mip import ENGAGEMENT_FREES, BuildClock
+
+    pr, t_opt, obj_opt = small3v3[0]
+    freed = []
+    orig = MipModel.dispose
+
+    def dispose(self):
+        assert self.model is not None
+        orig(self)
+        freed.append(self)
+
+    monkeypatch.setattr(MipModel, "dispose", dispose)
+    monkeypatch.setattr(mg, "ENGAGEMENT_FREES", BuildClock())
+    sol = MGMatchSolver(FixedPredictor(stuck_local_optimum(pr, obj_opt)), policy="pipeline",
+                        selection=False).solve(pr, Budget.of(3000))
+    assert sol.stats["search_solves"] >= 1 and feasible(pr, sol)
+    assert len(freed) == 1 and freed[0].model is None and freed[0].x is None
+    assert mg.ENGAGEMENT_FREES.rates(BuildClock.size(pr.compiled))  # measured
+    assert ENGAGEMENT_FREES is not mg.ENGAGEMENT_FREES
+
+
+def test_the_measured_teardown_is_kept_back_from_the_budget_and_counted_in_time_ms(monkeypatch, small3v3):
+    import mgmatch.solvers.mgmatch as mg
+    from mgmatch.solvers.mip import BuildClock
+
+    pr, t_opt, _ = small3v3[0]
+    size = BuildClock.size(pr.compiled)
+    clock = BuildClock()
+    monkeypatch.setattr(mg, "TEARDOWN", clock)
+    seen = []
+    solver = MGMatchSolver(FixedPredictor(t_opt), policy="pipeline")
+    inner = solver._solve
+
+    def spy(problem, budget):
+        seen.append(budget)
+        sol = inner(problem, budget)
+        time.sleep(0.004)  # a teardown after the answer was built
+        return sol
+
+    monkeypatch.setattr(solver, "_solve", spy)
+    sol = solver.solve(pr, Budget.of(200))
+    assert seen[-1].time_limit_ms == 200  # nothing measured yet: the whole budget
+    assert sol.time_ms >= seen[-1].elapsed_ms() - 1.0 and clock.expected_s(size) >= 0.004  # counted, measured
+    # 4 ms measured: beyond the 2 ms finish reserve, 2 ms are kept back ...
+    sol = solver.solve(pr, Budget.of(200))
+    assert seen[-1].time_limit_ms == pytest.approx(200 - 1e3 * (clock.rates(size)[0] * size - mg.FINISH_RESERVE_S), abs=0.5)
+    assert seen[-1].time_limit_ms < 198.5 and sol.has_assignment
+    # ... but never more than TEARDOWN_MAX_SHARE of the budget
+    clock.record(10.0, size)
+    clock.record(10.0, size)
+    solver.solve(pr, Budget.of(50))
+    assert seen[-1].time_limit_ms == pytest.approx(50 * (1 - mg.TEARDOWN_MAX_SHARE))
+
+
+def test_the_search_stops_as_early_as_scip_recently_overran_its_limit(monkeypatch, small3v3):
+    """SCIP checks its clock between LP solves; where those are long (a 12v12-deep engagement MIP),
+    it stopped 5–7 ms past its limit and the answer came late. The search's margin is the largest
+    recent overrun on pools of this size (at least SCIP_MARGIN_S), and each search reports its own."""
+    import mgmatch.solvers.mgmatch as mg
+
+    pr, t_opt, obj_opt = small3v3[0]
+    bucket = pr.instance.n // 16
+    monkeypatch.setattr(mg, "_SEARCH_OVERSHOOT", {bucket: [0.001, 0.009]})
+    margins = []
+    inner = mg.true_search
+
+    def spy(*args, **kwargs):
+        margins.append(kwargs["margin_s"])
+        res = inner(*args, **kwargs)
+        res.stats["search_overshoot_ms"] = 3.0  # as if SCIP had stopped 3 ms past its limit
+        return res
+
+    monkeypatch.setattr(mg, "true_search", spy)
+    solver = MGMatchSolver(FixedPredictor(stuck_local_optimum(pr, obj_opt)), policy="pipeline", selection=False)
+    sol = solver.solve(pr, Budget.of(3000))
+    assert margins == [0.009] and feasible(pr, sol)
+    assert mg._SEARCH_OVERSHOOT[bucket] == [0.001, 0.009, 0.003]
+    monkeypatch.setattr(mg, "_SEARCH_OVERSHOOT", {})
+    solver.solve(pr, Budget.of(3000))
+    assert margins[-1] == mg.SCIP_MARGIN_S  # nothing measured: the fixed margin
+
+
+def test_true_search_reports_how_far_past_its_limit_scip_stopped():
+    from mgmatch.solvers.pas import true_search
+
+    pr = problems("12v12-deep", 1, seed=4)[0]
+    mip = MipModel.build(pr.compiled, checker=pr.checker, settings="exact")
+    start = round_prediction(np.random.default_rng(0).random((pr.instance.n, pr.instance.teams)), pr.instance.sizes)
+    found = true_search(pr, mip, np.zeros((pr.instance.n, pr.instance.teams)), start, -1e9,
+                        stop=time.perf_counter() + 0.2, fraction=0.0, margin_s=0.004)
+    assert found.stats["search_status"] == ["timelimit"]  # a 12v12-deep engagement MIP takes seconds to prove
+    assert -5.0 < found.stats["search_overshoot_ms"] < 50.0
