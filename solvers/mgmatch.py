@@ -97,7 +97,15 @@ from mgmatch.core.solution import Solution
 
 from .base import Budget, register
 from .enumerate import best_assignment
-from .mip import ENGAGEMENT_BUILDS, ENGAGEMENT_FREES, SURROGATE_BUILDS, BuildClock, BuildInterrupted, MipModel, released
+from .mip import (
+    ENGAGEMENT_BUILDS,
+    ENGAGEMENT_FREES,
+    SURROGATE_BUILDS,
+    BuildClock,
+    BuildInterrupted,
+    MipModel,
+    released,
+)
 from .moves import warm as warm_moves
 from .pas import TR_DELTA, TR_FRACTION, true_search
 from .policy import PATHS, Choice, choose, enumerate_chunk, use_trained_predictor
