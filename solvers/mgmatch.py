@@ -92,7 +92,7 @@ import numpy as np
 
 from mgmatch.core.errors import InvalidInput
 from mgmatch.core.problem import Problem
-from mgmatch.core.rules import PartyTogetherRule
+from mgmatch.core.rules import IncludeRule, PartyTogetherRule, RoleMinRule, RolesRule
 from mgmatch.core.solution import Solution
 
 from .base import Budget, register
@@ -330,7 +330,10 @@ def near_region(problem: Problem, p: np.ndarray) -> np.ndarray | None:
 
     Under ``party_together`` a player counts as near a region only when his whole party is: a
     12v12 pool of 95 candidates had exactly 24 players near one region, two of them in parties with
-    far members, and its rounding (that region first) was never repaired."""
+    far members, and its rounding (that region first) was never repaired. Regions whose near players
+    cannot meet the ``include`` and role rules (:func:`region_admits`) are passed over while another
+    can: a 12v12-deep pool's rounding took a region with 25 near players, too few damage dealers and
+    none of the included players, and tabu search walked 200 iterations without a feasible state."""
     chk = problem.checker
     if chk.far is None:
         return None
@@ -339,14 +342,38 @@ def near_region(problem: Problem, p: np.ndarray) -> np.ndarray | None:
         near[members] = near[members].all(axis=0)
     slots = sum(problem.instance.sizes)
     mass = p.sum(axis=1)
+    regions = [g for g in range(near.shape[1]) if near[:, g].sum() >= slots]
+    regions = [g for g in regions if region_admits(problem, near[:, g])] or regions
     best, mask = -np.inf, None
-    for g in range(near.shape[1]):
+    for g in regions:
         cand = mass[near[:, g]]
         if cand.size >= slots:
             value = float(np.sort(cand)[::-1][:slots].sum())
             if value > best:
                 best, mask = value, near[:, g]
     return mask
+
+
+def region_admits(problem: Problem, near: np.ndarray) -> bool:
+    """Whether the players ``near`` (bool [N]) can meet the rules that need certain players on the
+    teams: every ``include`` player among them, and for each ``roles`` rule every set of its roles
+    (Hall's condition) and each ``role_min`` with enough of them for all the teams. A necessary
+    condition only (it ignores the other rules and how the players split into teams)."""
+    chk = problem.checker
+    D = problem.instance.teams
+    index = problem.instance.index
+    for rule in problem.instance.rules:
+        if isinstance(rule, IncludeRule):
+            if not all(near[index[x]] for x in rule.players):
+                return False
+        elif isinstance(rule, RolesRule):
+            can, need, _ = chk.hall(rule)
+            if (can[near].sum(axis=0) < D * need).any():
+                return False
+        elif isinstance(rule, RoleMinRule):
+            if int(chk.accepts(rule.role)[near].sum()) < D * rule.min:
+                return False
+    return True
 
 
 def rounding(problem: Problem, p: np.ndarray) -> np.ndarray:

@@ -514,3 +514,28 @@ def test_true_search_reports_how_far_past_its_limit_scip_stopped():
                         stop=time.perf_counter() + 0.2, fraction=0.0, margin_s=0.004)
     assert found.stats["search_status"] == ["timelimit"]  # a 12v12-deep engagement MIP takes seconds to prove
     assert -5.0 < found.stats["search_overshoot_ms"] < 50.0
+
+
+def test_a_region_whose_near_players_cannot_meet_the_include_and_role_rules_is_passed_over():
+    from mgmatch.core.rules import IncludeRule, RolesRule
+    from mgmatch.pipeline.bench_quality import problems_for
+    from mgmatch.solvers.mgmatch import near_region, party_units, region_admits
+
+    pr = problems_for("12v12-deep", 40, 1000003)[22]
+    chk = pr.checker
+    near = ~chk.far
+    for members in party_units(pr) or ():
+        near[members] = near[members].all(axis=0)
+    enough = [g for g in range(near.shape[1]) if near[:, g].sum() >= sum(pr.instance.sizes)]
+    admits = [g for g in enough if region_admits(pr, near[:, g])]
+    assert len(enough) == 3 and admits == [0]
+    # the others fail both conditions: an included player far, and too few players for a set of roles
+    inc = next(r for r in pr.instance.rules if isinstance(r, IncludeRule))
+    roles = next(r for r in pr.instance.rules if isinstance(r, RolesRule))
+    can, need, _ = chk.hall(roles)
+    for g in set(enough) - set(admits):
+        assert not all(near[pr.instance.index[x], g] for x in inc.players)
+        assert (can[near[:, g]].sum(axis=0) < pr.instance.teams * need).any()
+    # a prediction that favours a failing region's players still rounds into region 0
+    p = np.where(near[:, enough[-1]][:, None], 1.0, 0.0) * np.ones((1, pr.instance.teams))
+    assert (near_region(pr, p) == near[:, 0]).all()
