@@ -548,7 +548,7 @@ class MGMatchSolver:
         # path, the surrogate stage's measured time (not with a selection search, which has none)
         left = budget.remaining()
         if choice.path != "scip" and not (self.selection and self.use_polish and selection_applicable(problem)):
-            left -= _upper_quartile(_SURROGATE_TIMES.get(_stage_key(problem, budget))) or 0.0
+            left -= _upper_quartile(_SURROGATE_TIMES.get(_stage_key(problem, budget, self.name))) or 0.0
         p = self._predict(problem, left, stats, small_pool=choice.small_pool and self.policy == "auto")
         stats["predict_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
         if budget.remaining() <= FINISH_RESERVE_S:
@@ -709,7 +709,7 @@ class MGMatchSolver:
         the success rule, repair first was off in 46 of 80 solves, which then answered nothing)."""
         stop = budget.deadline() - FINISH_RESERVE_S
         t0 = time.perf_counter()
-        expected = _repair_iterations(problem, budget, t0)
+        expected = _repair_iterations(problem, budget, t0, self.name)
         if expected is None:
             stats["repair_skipped"] = "unmeasured"
             return None
@@ -726,7 +726,7 @@ class MGMatchSolver:
                 stats["repair_skipped"] = "success_rate"
                 return None
             _REPAIR_SKIPS[key], retry = 0, True
-        _wear_stage(problem, budget)
+        _wear_stage(problem, budget, self.name)
         start = max(starts.values(), key=problem.objective) if starts else rounded
         res = self._tabu_run(problem, start, stop, 0.0, stats,
                              feasible_by=None if alone else t0 + REPAIR_SHARE * (stop - t0))
@@ -808,17 +808,17 @@ class MGMatchSolver:
             if _not_paying(key):
                 probe = _probe_due(key)
                 skip = None if probe else "not_paying"
-                if probe and self.repair_first and _too_tight_to_probe(problem, budget):
+                if probe and self.repair_first and _too_tight_to_probe(problem, budget, self.name):
                     probe, skip = None, "too_tight_to_probe"
             builds = _SEARCH_BUILDS.get(key[0])
-            stage = _upper_quartile(_SURROGATE_TIMES.get(_stage_key(problem, budget))) or 0.0
+            stage = _upper_quartile(_SURROGATE_TIMES.get(_stage_key(problem, budget, self.name))) or 0.0
             after = (deadline - time.perf_counter() - stage) * (1.0 - self.polish_share)
             if skip is None and not probe and builds and max(builds) > SEARCH_BUILD_SHARE * after:
                 skip = "build_too_slow"
             # the fastest recent stage decides whether the search and the fallback of a failed repair
             # can have any time at all (one slow stage, e.g. a process's first, must not decide it for
             # good: a solve that repairs first records no stage)
-            fastest = _fastest_stage(problem, budget)
+            fastest = _fastest_stage(problem, budget, self.name)
             left = deadline - FINISH_RESERVE_S - time.perf_counter()
             if skip is None and not probe and fastest > 0.0 and (left - fastest) * (1.0 - self.polish_share) < SEARCH_MIN_S:
                 skip = "no_time"
@@ -862,7 +862,7 @@ class MGMatchSolver:
                     # started and did not fit: a miss, as long as all the time it had (else a budget
                     # where it never fits never has a measured stage, the search is never found to
                     # have no time, and repair first is never tried: 12v12 at 10 ms, 84% unanswered)
-                    _record_stage(_STAGE_MISSES, problem, budget, max(stop, time.perf_counter()) - t1)
+                    _record_stage(_STAGE_MISSES, problem, budget, max(stop, time.perf_counter()) - t1, self.name)
                 if selecting:
                     return self._selection_answer(problem, p, starts, stop, stats, answer)
                 return self._polish_only(problem, stop, starts, stats, answer)
@@ -900,10 +900,10 @@ class MGMatchSolver:
                     starts.setdefault(t.tobytes(), t)
             else:  # built, but no time left to solve it: a miss (as above)
                 mip = None
-                _record_stage(_STAGE_MISSES, problem, budget, max(stop, time.perf_counter()) - t1)
+                _record_stage(_STAGE_MISSES, problem, budget, max(stop, time.perf_counter()) - t1, self.name)
         stats["surrogate_ms"] = round((time.perf_counter() - t1) * 1e3, 3)
         if mip is not None:
-            _record_stage(_SURROGATE_TIMES, problem, budget, time.perf_counter() - t1)
+            _record_stage(_SURROGATE_TIMES, problem, budget, time.perf_counter() - t1, self.name)
         if selecting:
             return self._selection_answer(problem, p, starts, stop, stats, answer)
         if not starts:
@@ -1003,22 +1003,22 @@ class MGMatchSolver:
         return answer(best, "optimal" if found.proven_optimal else "feasible")
 
 
-def _record_stage(history: dict, problem: Problem, budget: Budget, seconds: float) -> None:
+def _record_stage(history: dict, problem: Problem, budget: Budget, seconds: float, method: str = "") -> None:
     """A surrogate stage's time (or miss) into ``history``; the first of each model and budget in this
     process is not a measurement (a new process's first stage creates SCIP's first instance: 68 ms
     of a 50 ms budget on 12v12, and with repair first taken, no later stage corrected it)."""
-    key = _stage_key(problem, budget)
+    key = _stage_key(problem, budget, method)
     if key not in _STAGE_WARM:
         _STAGE_WARM.add(key)
         return
     _remember(history, key, seconds, SURROGATE_TIMES_KEEP)
 
 
-def _wear_stage(problem: Problem, budget: Budget) -> None:
+def _wear_stage(problem: Problem, budget: Budget, method: str = "") -> None:
     """A solve that skips the surrogate stage (repair first) measures none: every
     :data:`STAGE_FORGET_EVERY`-th such solve forgets the slowest recorded stage, so one measured at a
     slow moment does not keep the stage away for good; emptied, the next solve runs and measures it."""
-    key = _stage_key(problem, budget)
+    key = _stage_key(problem, budget, method)
     _STAGE_SKIPS[key] = _STAGE_SKIPS.get(key, 0) + 1
     times = _SURROGATE_TIMES.get(key)
     if times and _STAGE_SKIPS[key] % STAGE_FORGET_EVERY == 0:
@@ -1026,19 +1026,19 @@ def _wear_stage(problem: Problem, budget: Budget) -> None:
         _SURROGATE_TIMES[key] = times[:slowest] + times[slowest + 1:]
 
 
-def _fastest_stage(problem: Problem, budget: Budget) -> float:
+def _fastest_stage(problem: Problem, budget: Budget, method: str = "") -> float:
     """The fastest recent surrogate stage of this model and budget; where none completed, the shortest
     miss (:data:`_STAGE_MISSES`); 0.0 without either."""
-    key = _stage_key(problem, budget)
+    key = _stage_key(problem, budget, method)
     return min(_SURROGATE_TIMES.get(key) or _STAGE_MISSES.get(key) or [0.0])
 
 
-def _repair_iterations(problem: Problem, budget: Budget, now: float) -> float | None:
+def _repair_iterations(problem: Problem, budget: Budget, now: float, method: str = "") -> float | None:
     """Tabu iterations the pipeline would leave after the surrogate stage, at the measured paces of
     this model and budget (None: one of them not measured yet). Where no stage completed, the
     shortest miss stands for it."""
     model = _model_key(problem)
-    key = _stage_key(problem, budget)
+    key = _stage_key(problem, budget, method)
     stage = _upper_quartile(_SURROGATE_TIMES.get(key))
     if stage is None and _STAGE_MISSES.get(key):
         stage = min(_STAGE_MISSES[key])
@@ -1058,11 +1058,14 @@ def _search_key(problem: Problem, budget: Budget, method: str) -> tuple:
     return (model, None if budget.time_limit_ms is None else round(budget.time_limit_ms), method)
 
 
-def _stage_key(problem: Problem, budget: Budget) -> tuple:
-    """The surrogate stage's measurements are kept per engagement model and budget: shared, the
-    longer stages of 50 and 100 ms solves in a bench process that runs several budgets stood for
-    the 20 ms ones (a service's pools each have their one budget)."""
-    return _search_key(problem, budget, "")[:2]
+def _stage_key(problem: Problem, budget: Budget, method: str = "") -> tuple:
+    """The surrogate stage's measurements are kept per engagement model, budget and method: shared
+    across budgets, the longer stages of 50 and 100 ms solves in a bench process that runs several
+    budgets stood for the 20 ms ones (a service's pools each have their one budget); shared across
+    methods, one method's solves wore the records down and the other's paid for measuring the stage
+    again (interleaved 12v12 at 10 ms: the 2 of 80 MGMatch solves that did, none of `surrogate`'s;
+    A/B arms of one pool run in one process the same way)."""
+    return _search_key(problem, budget, method)
 
 
 def _upper_quartile(times: list[float] | None) -> float | None:
@@ -1094,7 +1097,7 @@ def _probe_due(key: tuple) -> bool:
     return False
 
 
-def _too_tight_to_probe(problem: Problem, budget: Budget) -> bool:
+def _too_tight_to_probe(problem: Problem, budget: Budget, method: str = "") -> bool:
     """A probe due where repair first applies (the pipeline would leave tabu search fewer than
     :data:`REPAIR_MAX_ITERATIONS`) is not run: the surrogate stage, polishing and a search that
     has not been paying cost the whole answer there. 12v12 at 20 ms (80 solves, seed 1000003): the
@@ -1102,7 +1105,7 @@ def _too_tight_to_probe(problem: Problem, budget: Budget) -> bool:
     one pool left unanswered (its surrogate MIP found nothing in 16 ms) and one of the worst
     answers, 0.84%, where the median was 0.23%. The search, not paying, is then never probed again
     at that budget."""
-    expected = _repair_iterations(problem, budget, time.perf_counter())
+    expected = _repair_iterations(problem, budget, time.perf_counter(), method)
     return expected is not None and expected < REPAIR_MAX_ITERATIONS
 
 

@@ -255,8 +255,10 @@ def test_the_predictor_must_fit_the_time_the_surrogate_stage_leaves():
     solver = mg.MGMatchSolver(pred, policy="pipeline")
     for _ in range(2):  # the first call is cold, the second measured (40 ms)
         solver.solve(pr, Budget.of(2_000))
-    assert mg._SURROGATE_TIMES[mg._stage_key(pr, Budget.of(2_000))]  # the surrogate stages were measured
-    key = mg._stage_key(pr, Budget.of(300))
+    assert mg._SURROGATE_TIMES[mg._stage_key(pr, Budget.of(2_000), solver.name)]  # the surrogate stages were measured
+    # kept per method: another method's solves of this model and budget neither read nor wear them
+    assert mg._stage_key(pr, Budget.of(2_000), "surrogate") not in mg._SURROGATE_TIMES
+    key = mg._stage_key(pr, Budget.of(300), solver.name)
     assert key not in mg._SURROGATE_TIMES  # kept per budget: 2 s stages say nothing of 300 ms ones
     mg._SURROGATE_TIMES[key] = [0.001]
     assert solver.solve(pr, Budget.of(300)).stats["predictor_used"] == "fixed"

@@ -335,7 +335,7 @@ def _repair_setup(monkeypatch, pr: Problem, budget_ms: float, pace_s: float):
     monkeypatch.setattr(mg, "_SEARCH_HITS", {key: [False] * mg.SEARCH_MIN_SEEN})
     monkeypatch.setattr(mg, "_SEARCH_SKIPS", {})
     monkeypatch.setattr(mg, "_SEARCH_PROBE_GAP", {key: 10**6})
-    monkeypatch.setattr(mg, "_SURROGATE_TIMES", {key[:2]: [0.005]})
+    monkeypatch.setattr(mg, "_SURROGATE_TIMES", {key: [0.005]})
     monkeypatch.setattr(mg, "_STAGE_MISSES", {})
     monkeypatch.setattr(mg, "_STAGE_SKIPS", {})
     monkeypatch.setattr(mg, "_TABU_PACE", {key[0]: [pace_s]})
@@ -520,7 +520,7 @@ def test_where_the_surrogate_stage_leaves_the_search_no_time_repair_first_runs_w
     key = _repair_setup(monkeypatch, pr, 150, pace_s=0.01)
     monkeypatch.setattr(mg, "_SEARCH_HITS", {})  # no search record at all
     monkeypatch.setattr(mg, "_SEARCH_BUILDS", {})
-    monkeypatch.setattr(mg, "_SURROGATE_TIMES", {key[:2]: [0.14]})  # the stage takes 140 of the 150 ms
+    monkeypatch.setattr(mg, "_SURROGATE_TIMES", {key: [0.14]})  # the stage takes 140 of the 150 ms
     seen = []
     real = mg.tabu_search
 
@@ -534,7 +534,7 @@ def test_where_the_surrogate_stage_leaves_the_search_no_time_repair_first_runs_w
     assert sol.stats["search_skipped"] == "no_time" and sol.stats["repair_first"] == "repaired"
     assert "surrogate_ms" not in sol.stats and sol.has_assignment and seen == [None]
     # a stage that leaves the search time: the pipeline, as before
-    monkeypatch.setattr(mg, "_SURROGATE_TIMES", {key[:2]: [0.005]})
+    monkeypatch.setattr(mg, "_SURROGATE_TIMES", {key: [0.005]})
     monkeypatch.setattr(mg, "tabu_search", lambda problem, start, deadline, **kw: TabuResult(
         start, problem.objective(start), 1, False, 0, 0.001) if pr.checker.feasible(start[None])[0] else
         TabuResult(None, None, 1, False, 0, 0.001))
