@@ -18,7 +18,7 @@ from mgmatch.core.solution import Solution
 from .base import Budget, register
 from .enumerate import best_assignment, count_assignments
 from .mip import ENGAGEMENT_BUILDS, BuildClock, BuildInterrupted, MipModel, released
-from .policy import hidden_neurons, scip_estimate_s
+from .policy import hidden_neurons, record_enumeration, scip_estimate_s
 
 #: ``exact`` enumerates when an instance has at most this many assignments, else runs SCIP.
 #: Measured on 30 3v3 preset instances (seed 2, quiet machine, current ``exact`` SCIP preset,
@@ -128,7 +128,9 @@ class EnumerateSolver:
 
     def solve(self, problem: Problem, budget: Budget, method: str | None = None) -> Solution:
         method = method or self.name
+        t0 = time.perf_counter()
         res = best_assignment(problem, budget.deadline())
+        record_enumeration(time.perf_counter() - t0, res.examined)
         self.last_stats = {"examined": res.examined, "feasible": res.feasible, "complete": res.complete}
         ms = budget.elapsed_ms()
         if res.complete:

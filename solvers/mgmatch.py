@@ -108,7 +108,7 @@ from .mip import (
 )
 from .moves import warm as warm_moves
 from .pas import TR_DELTA, TR_FRACTION, true_search
-from .policy import PATHS, Choice, choose, enumerate_chunk, use_trained_predictor
+from .policy import PATHS, Choice, choose, enumerate_chunk, record_enumeration, use_trained_predictor
 from .polish import PolishResult, polish
 from .selection import applicable as selection_applicable
 from .selection import selection_search, start_from_scores
@@ -532,6 +532,7 @@ class MGMatchSolver:
                                   empty_handover=EMPTY_HANDOVER)
             stats.update(enumerate_ms=round((time.perf_counter() - t1) * 1e3, 3), enumerate_complete=res.complete,
                          enumerate_examined=res.examined)
+            record_enumeration(time.perf_counter() - t1, res.examined)
             if res.complete:
                 return answer(res.team_of, "infeasible" if res.team_of is None else "optimal")
             if res.team_of is not None and selecting:

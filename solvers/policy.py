@@ -32,7 +32,8 @@ measurements. Unscaled, the policy sent 12v12-deep to the SCIP path at budgets o
 where SCIP's own answer was 0.7% below what the pipeline found in 300 ms.
 
 Enumeration costs about 1 µs per assignment plus ~1 ms (``mgmatch.solvers.exact``'s measured
-threshold); :data:`ENUM_US_PER_ASSIGNMENT` and :data:`ENUM_BASE_S` are set to 4 µs and 3 ms, as measured on the loaded machine.
+threshold); :data:`ENUM_US_PER_ASSIGNMENT` and :data:`ENUM_BASE_S` are set to 4 µs and 3 ms, as measured on the loaded machine,
+and the rate is replaced by the process's own measurements once it has some (:func:`record_enumeration`).
 """
 
 from __future__ import annotations
@@ -66,6 +67,14 @@ ANYTIME_ENUM_MAX = 1_000_000
 #: assignments 7 ms, 4 200 10–20 ms, 13 500 40–52 ms, 54 880 240–320 ms; about 1 µs + 1 ms quiet)
 ENUM_US_PER_ASSIGNMENT = 4.0
 ENUM_BASE_S = 0.003
+#: ... the rate per assignment is measured, though (:func:`record_enumeration`): the upper quartile of
+#: the last ENUM_RATES_KEEP enumerations of at least ENUM_MEASURE_MIN assignments replaces the 4 µs.
+#: On a quiet machine the constant was 13x the rate (98 560 assignments in 30 ms): a 3v3 pool of
+#: 19 520 assignments, estimated at 81 ms, was handed over at 3 ms of a 10 ms budget with 3 600
+#: examined and nothing feasible, and 1–2 of 80 such solves answered nothing
+ENUM_RATES_KEEP = 16
+ENUM_MEASURE_MIN = 2_048
+_ENUM_RATES: list[float] = []
 #: enumeration checks its deadline between chunks: a chunk holds about this share of the time left
 ENUM_CHUNK_SHARE = 0.15
 #: the trained predictor runs when its expected time is at most this share of the time left; else
@@ -121,15 +130,30 @@ def hidden_neurons(problem: Problem) -> int:
     return int(sum(W.shape[0] for W, _ in problem.model.head_weights[:-1]))
 
 
+def record_enumeration(seconds: float, examined: int) -> None:
+    """An enumeration's time for ``examined`` assignments, into this process's measured rate
+    (:func:`enumeration_rate_s`); runs of fewer than :data:`ENUM_MEASURE_MIN` say little of the rate."""
+    global _ENUM_RATES
+    if examined >= ENUM_MEASURE_MIN and seconds > 0:
+        _ENUM_RATES = (_ENUM_RATES + [seconds / examined])[-ENUM_RATES_KEEP:]  # a new list: no reader sees it change
+
+
+def enumeration_rate_s() -> float:
+    """Seconds per assignment: the upper quartile of this process's recent enumerations, or
+    :data:`ENUM_US_PER_ASSIGNMENT` before any was measured."""
+    rates = sorted(_ENUM_RATES)
+    return rates[int(0.75 * (len(rates) - 1))] if rates else ENUM_US_PER_ASSIGNMENT * 1e-6
+
+
 def enumerate_estimate_s(assignments: int) -> float:
-    return ENUM_BASE_S + ENUM_US_PER_ASSIGNMENT * 1e-6 * assignments
+    return ENUM_BASE_S + enumeration_rate_s() * assignments
 
 
 def enumerate_chunk(left_s: float | None, lo: int = 2_048, hi: int = 65_536) -> int:
     """Assignments per enumeration batch, so that one batch takes about ENUM_CHUNK_SHARE of the time left."""
     if left_s is None:
         return hi
-    return int(min(hi, max(lo, ENUM_CHUNK_SHARE * left_s / (ENUM_US_PER_ASSIGNMENT * 1e-6))))
+    return int(min(hi, max(lo, ENUM_CHUNK_SHARE * left_s / enumeration_rate_s())))
 
 
 def use_trained_predictor(expected_s: float | None, left_s: float | None, small_pool: bool = False) -> bool:
