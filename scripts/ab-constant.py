@@ -39,6 +39,7 @@ def main() -> None:
     ap.add_argument("values", help="comma-separated; the first is the baseline")
     ap.add_argument("--preset", default="12v12")
     ap.add_argument("--count", type=int, default=120)
+    ap.add_argument("--pool-size", default=None, help="LO,HI: pools of LO-HI candidates in the preset's world")
     ap.add_argument("--seed", type=int, default=1000003)
     ap.add_argument("--budgets", default="10,20")
     ap.add_argument("--method", default="mgmatch")
@@ -47,9 +48,10 @@ def main() -> None:
     mod = importlib.import_module(args.module)
     if not hasattr(mod, args.constant):
         ap.error(f"{args.module} has no {args.constant}")
-    values = [_value(v) for v in args.values.split(",")]
+    values = [_value(v) for v in args.values.split(",")]  # 0/1 for a flag
     budgets = [float(b) for b in args.budgets.split(",")]
-    problems = problems_for(args.preset, args.count, args.seed)
+    pool_size = None if args.pool_size is None else tuple(int(x) for x in args.pool_size.split(","))
+    problems = problems_for(args.preset, args.count, args.seed, pool_size=pool_size)
     exact = get_solver("exact")
     refs = [exact.solve(p, Budget.of(args.exact_time_limit_s * 1e3)).objective for p in problems]
     solver = make_solver(args.method, problems[0], seed=args.seed)

@@ -572,3 +572,26 @@ def test_stage_records_skip_a_process_first_stage_and_wear_down_while_skipped(mo
     assert mg._fastest_stage(pr, b) == 0.044
     monkeypatch.setattr(mg, "_TABU_PACE", {mg._model_key(pr): [0.001]})
     assert mg._repair_iterations(pr, b, b.start) == pytest.approx((0.050 - mg.FINISH_RESERVE_S - 0.044) / 0.001)
+
+
+def test_the_tabu_stage_probes_the_other_host_regions_that_can_hold_the_match(monkeypatch):
+    """The rounding's host region is the one the prediction favours, and tabu search does not change
+    regions; a 12v12 pool of 96 candidates has its optimum in another region (2.8% from the rounding's
+    region at 100 ms). Short walks from each other admitted region's rounding find it."""
+    import mgmatch.solvers.mgmatch as mg
+    from mgmatch.pipeline.bench_quality import problems_for
+    from mgmatch.solvers.surrogate import GradientPredictor
+
+    pr = problems_for("12v12", 12, 1000003, pool_size=(90, 100))[5]
+    opt = get_solver("exact").solve(pr, Budget.of(60_000))
+    assert opt.status == "optimal"
+    # a model that never searches: the tabu stage takes all the time after polishing
+    solver = MGMatchSolver(GradientPredictor(), name="surrogate", policy="pipeline", tabu_share=1.0)
+    sol = solver.solve(pr, Budget.of(400))
+    assert sol.stats["region_probes"] >= 1 and sol.stats["region_probe_won"] is True
+    assert sol.region == opt.region and sol.objective >= opt.objective - 0.005 * abs(opt.objective)
+    # without the probes the answer stays in the region the prediction favours, far from the optimum
+    monkeypatch.setattr(mg, "REGION_PROBES", False)
+    sol = solver.solve(pr, Budget.of(400))
+    assert "region_probes" not in sol.stats and sol.region != opt.region
+    assert sol.objective < opt.objective - 0.01 * abs(opt.objective)
