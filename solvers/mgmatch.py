@@ -577,7 +577,7 @@ class MGMatchSolver:
         rounded = rounding(problem, p)
         rounding_ok = bool(problem.checker.feasible(rounded[None])[0])
         if rounding_ok:
-            starts.setdefault(rounded.tobytes(), rounded)
+            starts.setdefault(rounded.tobytes(), rounded.copy())
         stats["rounding_feasible"] = rounding_ok
         with released():  # the SCIP instances built here serve the next solve's builds
             if choice.path == "scip":
@@ -793,6 +793,12 @@ class MGMatchSolver:
             _REPAIR_RETRY_GAP[key] = min(2 * _REPAIR_RETRY_GAP.get(key, REPAIR_RETRY_EVERY), REPAIR_RETRY_MAX)
         stats["repair_first"] = "repaired" if repaired else "failed"
         if not repaired:
+            if not starts and res.last is not None:
+                # a last repair (nothing feasible after the surrogate stage either) resumes where this
+                # walk stopped instead of from the rounding again: a 12v12 pool of 96 candidates needs
+                # 20 iterations, and at 10 ms the first walk gave up after 16, the surrogate MIP found
+                # nothing, and the last repair started over with time for a few
+                rounded[:] = res.last
             return None
         return answer(res.team_of, "feasible")
 

@@ -95,6 +95,7 @@ class TabuResult:
     improved: bool          # a better assignment than the start was found
     restarts: int
     round_s: float          # the longest iteration seen (seconds)
+    last: np.ndarray | None = None  # where the walk stood at the end (a walk given up resumes from there)
 
 
 def tabu_search(problem: Problem, start: np.ndarray, deadline: float, *, seed: int = 0,
@@ -193,5 +194,5 @@ def tabu_search(problem: Problem, start: np.ndarray, deadline: float, *, seed: i
         while best is not None and not problem.checker.feasible(best[None])[0]:
             best, best_obj = bests.pop() if bests else (None, -np.inf)
     if best is None:
-        return TabuResult(None, None, it, False, restarts, pace)
-    return TabuResult(best, best_obj, it, not start_ok or best_obj > start_obj + MIN_GAIN, restarts, pace)
+        return TabuResult(None, None, it, False, restarts, pace, cur)
+    return TabuResult(best, best_obj, it, not start_ok or best_obj > start_obj + MIN_GAIN, restarts, pace, cur)

@@ -595,3 +595,36 @@ def test_the_tabu_stage_probes_the_other_host_regions_that_can_hold_the_match(mo
     sol = solver.solve(pr, Budget.of(400))
     assert "region_probes" not in sol.stats and sol.region != opt.region
     assert sol.objective < opt.objective - 0.01 * abs(opt.objective)
+
+
+def test_a_last_repair_resumes_where_a_failed_repair_first_walk_stopped(monkeypatch):
+    """Repair first gives up by its share of the time, the surrogate MIP finds nothing (here its read
+    cannot start): the last repair walks on from where the first walk stood, not from the rounding
+    again (a 12v12 pool of 96 candidates needs 20 iterations; at 10 ms the first walk gave up after
+    16 and the last one, starting over, had time for a few)."""
+    import mgmatch.solvers.mgmatch as mg
+    import mgmatch.solvers.mip as mip_mod
+    from mgmatch.solvers.mip import BuildClock
+    from mgmatch.solvers.tabu import TabuResult
+
+    pr = problems("12v12", 1, seed=6)[0]
+    bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))
+    _repair_setup(monkeypatch, pr, 150, pace_s=0.01)
+    slow = BuildClock()
+    slow.record(5.0, BuildClock.size(pr.compiled))  # reading the surrogate MIP would take 5 s
+    monkeypatch.setattr(mip_mod, "SCIP_READS", slow)
+    walked = random_start(pr, 7)  # where the first walk "stopped"
+    real = mg.tabu_search
+    starts = []
+
+    def gives_up_first(problem, start, deadline, **kw):
+        starts.append(np.array(start))
+        if kw.get("feasible_by") is not None:
+            return TabuResult(None, None, 16, False, 0, 0.001, walked.copy())
+        return real(problem, start, deadline, **kw)
+
+    monkeypatch.setattr(mg, "tabu_search", gives_up_first)
+    sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
+    assert sol.stats["repair_first"] == "failed" and sol.stats["last_repair"] == "repaired"
+    assert len(starts) == 2 and (starts[1] == walked).all() and not (starts[0] == walked).all()
+    assert sol.has_assignment
