@@ -352,12 +352,16 @@ def near_region(problem: Problem, p: np.ndarray) -> np.ndarray | None:
     regions = [g for g in regions if region_admits(problem, near[:, g])] or regions
     best, mask = -np.inf, None
     for g in regions:
-        cand = mass[near[:, g]]
-        if cand.size >= slots:
-            value = float(np.sort(cand)[::-1][:slots].sum())
-            if value > best:
-                best, mask = value, near[:, g]
+        value = _favour(mass, near[:, g], slots)
+        if value > best:
+            best, mask = value, near[:, g]
     return mask
+
+
+def _favour(mass: np.ndarray, near: np.ndarray, slots: int) -> float:
+    """How much the prediction favours a region: Σ_j p_ij of its best ``slots`` near players
+    (``mass``: Σ_j p_ij per player)."""
+    return float(np.sort(mass[near])[::-1][:slots].sum())
 
 
 def near_players(problem: Problem) -> np.ndarray | None:
@@ -713,7 +717,7 @@ class MGMatchSolver:
         alts = [g for g in range(near.shape[1]) if near[:, g].sum() >= slots and not near[selected, g].all()
                 and region_admits(problem, near[:, g])]
         # the regions the prediction favours first, as many as get REGION_PROBE_EACH_S each
-        alts.sort(key=lambda g: -float(np.sort(mass[near[:, g]])[::-1][:slots].sum()))
+        alts.sort(key=lambda g: -_favour(mass, near[:, g], slots))
         alts = alts[:int(REGION_PROBE_SHARE * left / REGION_PROBE_EACH_S)]
         if not alts:
             return best, best_obj

@@ -80,36 +80,6 @@ OP_LIT, OP_AND, OP_OR = 0, 1, 2
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _if_broken(f, newp, curp, if_row, if_ptr, op_code, op_a, op_b, op_neg, stack, act, delta, lo, hi):  # pragma: no cover
-    """1 when ``if`` rule f is broken at the positions ``newp`` (−1: ``curp``), else 0."""
-    top = 0
-    for o in range(if_ptr[f], if_ptr[f + 1]):
-        code = op_code[o]
-        if code == 0:
-            pl = op_a[o]
-            pos = newp[pl] if newp[pl] >= 0 else curp[pl]
-            stack[top] = (pos == op_b[o]) != op_neg[o]
-            top += 1
-        else:
-            n = op_b[o]
-            acc = stack[top - n]
-            for s in range(top - n + 1, top):
-                if code == 1:
-                    acc = acc and stack[s]
-                else:
-                    acc = acc or stack[s]
-            top -= n
-            stack[top] = acc
-            top += 1
-    if stack[0]:
-        r = if_row[f]
-        a = act[r] + delta[r]
-        if a < lo[r] or a > hi[r]:
-            return 1
-    return 0
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _if_cond(f, newp, curp, if_ptr, op_code, op_a, op_b, op_neg, stack):  # pragma: no cover - compiled
     """The condition of ``if`` rule f at the positions ``newp`` (−1: ``curp``)."""
     o0 = if_ptr[f]
@@ -137,6 +107,17 @@ def _if_cond(f, newp, curp, if_ptr, op_code, op_a, op_b, op_neg, stack):  # prag
             stack[top] = acc
             top += 1
     return stack[0]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _if_broken(f, newp, curp, if_row, if_ptr, op_code, op_a, op_b, op_neg, stack, act, delta, lo, hi):  # pragma: no cover
+    """1 when ``if`` rule f is broken at the positions ``newp`` (−1: ``curp``), else 0."""
+    if _if_cond(f, newp, curp, if_ptr, op_code, op_a, op_b, op_neg, stack):
+        r = if_row[f]
+        a = act[r] + delta[r]
+        if a < lo[r] or a > hi[r]:
+            return 1
+    return 0
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -240,12 +221,12 @@ def _score(curt, ptr_m, ch_i, ch_p, until, it, D, L, Lr, b1, ptr, ridx, rcoef, l
     n_if = if_row.shape[0]
     stack = np.zeros(max(op_code.shape[0], 1), np.bool_)
     newp = np.full(N, -1, np.int64)   # the move's position of a changed player, -1: unchanged
-    zero = np.zeros(R)
     fbroken = np.zeros(max(n_if, 1), np.int64)
     cond0 = np.zeros(max(n_if, 1), np.bool_)
     for f in range(n_if):
-        fbroken[f] = _if_broken(f, newp, curp, if_row, if_ptr, op_code, op_a, op_b, op_neg, stack, act, zero, lo, hi)
-        cond0[f] = stack[0]  # the condition's value, left on the stack
+        cond0[f] = _if_cond(f, newp, curp, if_ptr, op_code, op_a, op_b, op_neg, stack)
+        r = if_row[f]
+        fbroken[f] = 1 if cond0[f] and (act[r] < lo[r] or act[r] > hi[r]) else 0
         base += fbroken[f]
     on = np.flatnonzero(cond0[:n_if])
     n_on = on.shape[0]

@@ -155,23 +155,30 @@ def test_rotations_are_three_player_cycles_that_keep_team_sizes():
         assert [int((t == j).sum()) for j in range(2)] == list(pr.instance.sizes)
 
 
-def test_party_exchanges_move_a_whole_party_and_as_many_players_of_no_party_back():
+def party_whole_states():
+    """(seed, problem, parties, a random party-whole rounding, in-party mask) for the 12v12 pools of
+    seeds 30–35 that have parties."""
     from mgmatch.solvers.mgmatch import round_prediction
 
-    checked = 0
     for seed in range(6):
         pr = problems("12v12", 1, seed=30 + seed)[0]
         units = [np.asarray(m) for m in parties(pr.instance).values()]
         if not units:
             continue
         rng = np.random.default_rng(seed)
-        # parties whole (a random party-whole rounding), so that they can be exchanged
         cur = round_prediction(rng.random((pr.instance.n, pr.instance.teams)), pr.instance.sizes, units)
-        base = len(neighbourhood(cur, units))
-        moves = neighbourhood(cur, units, 0, np.random.default_rng(seed), party_draws=5, teams=pr.instance.teams)
         in_party = np.zeros(cur.size, dtype=bool)
         for u in units:
             in_party[u] = True
+        yield seed, pr, units, cur, in_party
+
+
+def test_party_exchanges_move_a_whole_party_and_as_many_players_of_no_party_back():
+    checked = 0
+    # parties whole (a random party-whole rounding), so that they can be exchanged
+    for seed, pr, units, cur, in_party in party_whole_states():
+        base = len(neighbourhood(cur, units))
+        moves = neighbourhood(cur, units, 0, np.random.default_rng(seed), party_draws=5, teams=pr.instance.teams)
         whole = [u for u in units if (cur[u] == cur[u[0]]).all()]
         expected = 0
         for u in whole:  # 5 draws per other position that has enough players of no party
@@ -196,19 +203,8 @@ def test_a_split_party_is_gathered_in_one_move():
     """A party split over two positions: for every position with enough players of no party, some
     party exchange moves the members not there yet to it, and as many players of no party from
     there take exactly their places (team sizes kept)."""
-    from mgmatch.solvers.mgmatch import round_prediction
-
     checked = 0
-    for seed in range(6):
-        pr = problems("12v12", 1, seed=30 + seed)[0]
-        units = [np.asarray(m) for m in parties(pr.instance).values()]
-        if not units:
-            continue
-        rng = np.random.default_rng(seed)
-        cur = round_prediction(rng.random((pr.instance.n, pr.instance.teams)), pr.instance.sizes, units)
-        in_party = np.zeros(cur.size, dtype=bool)
-        for u in units:
-            in_party[u] = True
+    for seed, pr, units, cur, in_party in party_whole_states():
         u = max(units, key=len)
         # split it: its first member trades places with a player of no party elsewhere
         other = np.flatnonzero(~in_party & (cur != cur[u[0]]))[0]
