@@ -371,8 +371,8 @@ class SolutionNet(nn.Module):
         return self.team_out(t).reshape(B * n * D, d)
 
     def forward_batch(self, gb: GraphBatch) -> Tensor:
-        """The logits [X] of a batch (see :meth:`forward`)."""
-        return self(*batch_tensors(gb))
+        """The logits [X] of a batch (see :meth:`forward`), on the network's device."""
+        return self(*batch_tensors(gb, self.var_keep.device))
 
 
 class ProbabilityNet(nn.Module):
@@ -393,9 +393,17 @@ class ProbabilityNet(nn.Module):
         return torch.sigmoid(self.net(*args))
 
 
-def batch_tensors(gb: GraphBatch) -> tuple[Tensor, ...]:
-    """The batch's input arrays as tensors, in :attr:`GraphBatch.INPUT_NAMES` order."""
-    return tuple(torch.from_numpy(a) for a in gb.inputs().values())
+def batch_tensors(gb: GraphBatch, device: torch.device | str | None = None) -> tuple[Tensor, ...]:
+    """The batch's input arrays as tensors, in :attr:`GraphBatch.INPUT_NAMES` order.
+
+    Args:
+        gb: the batch.
+        device: where to put them (None: the CPU tensors sharing the arrays' memory).
+    """
+    tensors = tuple(torch.from_numpy(a) for a in gb.inputs().values())
+    if device is None or torch.device(device).type == "cpu":
+        return tensors
+    return tuple(t.to(device) for t in tensors)
 
 
 def bce_loss(logits: Tensor, target: Tensor) -> Tensor:

@@ -22,7 +22,7 @@ from mgmatch.models.encoder import batch, encode
 from mgmatch.models.export import export, parity
 from mgmatch.models.networks import ARCHS
 from mgmatch.models.runtime import SHIPPED
-from mgmatch.models.train import TrainConfig, save_checkpoint, train
+from mgmatch.models.train import TrainConfig, resolve_device, save_checkpoint, train
 
 from .dataset import dataset_engagement, load_dataset, read_manifest
 
@@ -53,12 +53,18 @@ def load_problems(data: str | Path, limit: int | None = None, only_optimal: bool
 
 def run(data: str | Path, arch: str, epochs: int, seed: int, out: str | Path, *, limit: int | None = None,
         only_optimal: bool = False, batch_size: int = 32, lr: float = 3e-4, lr_switch: float = 0.5, hidden: int = 32, rounds: int = 2,
-        threads: int = 1, ship: str | None = None, progress: bool = True) -> dict:
-    """Train, export and verify one network; returns the sidecar written."""
+        threads: int = 1, device: str = "cpu", ship: str | None = None, progress: bool = True) -> dict:
+    """Train, export and verify one network; returns the sidecar written.
+
+    ``device`` is the torch device the training runs on (``cpu`` or ``cuda[:N]``; an unusable one is
+    an :class:`InvalidInput` for field ``device`` before any data is read); the files written are the
+    same format either way, and the sidecar's ``training`` records the device beside ``train_s``.
+    """
     if arch not in ARCHS:
         raise InvalidInput("arch", f"unknown arch {arch!r}; expected one of {', '.join(ARCHS)}")
     if epochs < 1:
         raise InvalidInput("epochs", "must be ≥ 1")
+    resolve_device(device)
     items = load_problems(data, limit=limit, only_optimal=only_optimal)
     if len(items) < 2:
         raise InvalidInput(str(data), f"needs at least 2 labelled instances, found {len(items)}")
@@ -67,7 +73,7 @@ def run(data: str | Path, arch: str, epochs: int, seed: int, out: str | Path, *,
     metrics = out / "metrics.jsonl"
     metrics.unlink(missing_ok=True)
     cfg = TrainConfig(arch=arch, epochs=epochs, seed=seed, batch_size=batch_size, lr=lr, lr_switch=lr_switch,
-                      hidden=hidden, rounds=rounds, threads=threads)
+                      hidden=hidden, rounds=rounds, threads=threads, device=device)
     t0 = time.perf_counter()
     res = train(items, cfg, metrics_path=metrics, progress=progress)
     train_s = time.perf_counter() - t0
@@ -79,7 +85,8 @@ def run(data: str | Path, arch: str, epochs: int, seed: int, out: str | Path, *,
            "--out", str(out)]
     for flag, value, default in (("--limit", limit, None), ("--batch-size", batch_size, 32), ("--lr", lr, 3e-4),
                                  ("--lr-switch", lr_switch, 0.5),
-                                 ("--hidden", hidden, 32), ("--rounds", rounds, 2), ("--ship", ship, None)):
+                                 ("--hidden", hidden, 32), ("--rounds", rounds, 2), ("--device", device, "cpu"),
+                                 ("--ship", ship, None)):
         if value != default:
             cmd += [flag, str(value)]
     if only_optimal:
@@ -89,7 +96,7 @@ def run(data: str | Path, arch: str, epochs: int, seed: int, out: str | Path, *,
         "engagement_model": model_names[0] if len(model_names) == 1 else model_names,
         "instances": len(items), "n_train": res.n_train, "n_val": res.n_val, "only_optimal": only_optimal,
         "epochs": epochs, "best_epoch": res.best_epoch, "seed": seed, "batch_size": batch_size,
-        "lr": [cfg.lr, cfg.lr_low], "lr_switch": lr_switch, "train_s": round(train_s, 1),
+        "lr": [cfg.lr, cfg.lr_low], "lr_switch": lr_switch, "train_s": round(train_s, 1), "device": device,
         "val_metrics": {k: round(float(res.best[k]), 5) for k in ("val_bce", "val_acc", "val_topk")},
         "command": " ".join(shlex.quote(a) for a in cmd),
     }

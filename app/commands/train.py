@@ -31,6 +31,8 @@ def train_cmd(
     hidden: Annotated[int, typer.Option("--hidden", help="Hidden width d_h.")] = 32,
     rounds: Annotated[int, typer.Option("--rounds", help="Graph-convolution rounds K.")] = 2,
     threads: Annotated[int, typer.Option("--threads", help="torch CPU threads.")] = 1,
+    device: Annotated[str, typer.Option("--device", help="torch device for training: cpu (default) or cuda[:N]; "
+                                        "the exported ONNX model is the same format either way")] = "cpu",
     ship: Annotated[str | None, typer.Option("--ship", help="Also copy the model to models/shipped/NAME.{onnx,json}.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
@@ -55,7 +57,8 @@ def train_cmd(
     from mgmatch.pipeline.train import run
 
     emit(run(data, arch, epochs, seed, out, limit=limit, only_optimal=only_optimal, batch_size=batch_size,
-             lr=lr, lr_switch=lr_switch, hidden=hidden, rounds=rounds, threads=threads, ship=ship, progress=not quiet))
+             lr=lr, lr_switch=lr_switch, hidden=hidden, rounds=rounds, threads=threads, device=device, ship=ship,
+             progress=not quiet))
 
 
 @bench_app.command("predictor", help="Time a solution predictor (encode + onnxruntime) per instance; optionally score it on labels.")

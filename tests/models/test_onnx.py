@@ -118,15 +118,23 @@ def _cli(capsys, *args) -> tuple[int, str, str]:
     return exit_.value.code, out.out, out.err
 
 
-def test_train_command_writes_a_parity_checked_model_the_runtime_loads(tmp_path, capsys):
+def _labels(tmp_path, count: int = 6) -> Path:
+    """A small labelled 3v3 dataset (generator witnesses as labels) for ``mgmatch train``."""
     from mgmatch.core.presets import generate_with_witness
     from mgmatch.pipeline.dataset import append_record
 
     data = tmp_path / "labels"
     data.mkdir()
-    for k, (inst, witness) in enumerate(generate_with_witness("3v3", 6, seed=4)):
+    for k, (inst, witness) in enumerate(generate_with_witness("3v3", count, seed=4)):
         append_record(data, {"index": k, "instance": inst.to_json(), "model": "3v3", "status": "feasible",
                              "optimal": False, "team_of": witness.tolist()})
+    return data
+
+
+def test_train_command_writes_a_parity_checked_model_the_runtime_loads(tmp_path, capsys):
+    from mgmatch.core.presets import generate_with_witness
+
+    data = _labels(tmp_path)
     out = tmp_path / "run"
     code, stdout, stderr = _cli(capsys, "train", "--data", data, "--arch", "bgcn-lc", "--epochs", "2", "--seed", "3",
                                 "--out", out, "--batch-size", "2", "--quiet")
@@ -146,6 +154,86 @@ def test_train_command_writes_a_parity_checked_model_the_runtime_loads(tmp_path,
     assert code == 2 and len(stderr.strip().splitlines()) == 1 and "--arch" in stderr
     code, _, stderr = _cli(capsys, "train", "--data", tmp_path / "nope", "--out", out)
     assert code == 2 and "no such dataset" in stderr
+
+
+def _epochs(out: Path) -> list[dict]:
+    """metrics.jsonl without the wall-clock field."""
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k != "epoch_s"} for r in rows]
+
+
+def test_train_on_an_explicit_cpu_device_is_the_default_training(tmp_path, capsys):
+    data = _labels(tmp_path)
+    args = ("train", "--data", data, "--arch", "mgmatch", "--epochs", "2", "--seed", "1", "--batch-size", "2", "--quiet")
+    code, stdout, stderr = _cli(capsys, *args, "--out", tmp_path / "default")
+    assert code == 0, stderr
+    default = json.loads(stdout)
+    code, stdout, stderr = _cli(capsys, *args, "--out", tmp_path / "cpu", "--device", "cpu")
+    assert code == 0, stderr
+    cpu = json.loads(stdout)
+    assert default["training"]["device"] == cpu["training"]["device"] == "cpu"
+    assert cpu["training"]["train_s"] >= 0
+    # the same numbers to the last bit, the same ONNX bytes, the same network weights
+    assert _epochs(tmp_path / "cpu") == _epochs(tmp_path / "default") and len(_epochs(tmp_path / "cpu")) == 2
+    assert cpu["training"]["val_metrics"] == default["training"]["val_metrics"]
+    assert cpu["sha256"] == default["sha256"] and cpu["parity_max_abs"] == default["parity_max_abs"]
+    states = [torch.load(tmp_path / d / "checkpoint.pt", weights_only=True)["state"] for d in ("default", "cpu")]
+    assert list(states[0]) == list(states[1])
+    assert all(torch.equal(states[0][k], states[1][k]) and states[1][k].device.type == "cpu" for k in states[0])
+    # the default device is left out of the reproducing command
+    assert "--device" not in cpu["training"]["command"]
+    assert cpu["training"]["command"] == default["training"]["command"].replace(str(tmp_path / "default"), str(tmp_path / "cpu"))
+
+
+def _unusable_cuda() -> list[str]:
+    """CUDA device names that cannot be used on this machine (an index past the last GPU, and without
+    CUDA the bare name too)."""
+    if torch.cuda.is_available():
+        return [f"cuda:{torch.cuda.device_count()}"]
+    return ["cuda", "cuda:7"]
+
+
+@pytest.mark.parametrize("device", [*_unusable_cuda(), "nonsense", "cuda:x", "meta"])
+def test_train_refuses_a_device_it_cannot_use_with_exit_2_and_one_line(device, tmp_path, capsys):
+    data = _labels(tmp_path, count=2)
+    out = tmp_path / "run"
+    code, stdout, stderr = _cli(capsys, "train", "--data", data, "--out", out, "--epochs", "1", "--quiet",
+                                "--device", device)
+    assert code == 2 and stdout == ""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mgmatch: device: ") and repr(device) in lines[0], stderr
+    assert not out.exists()  # refused before any training or output
+
+
+def test_train_config_device_is_checked_before_training():
+    from mgmatch.models.train import TrainConfig, resolve_device, train
+
+    assert resolve_device("cpu") == torch.device("cpu")
+    for device in ("nonsense", "meta", *_unusable_cuda()):
+        with pytest.raises(InvalidInput) as err:
+            train([], TrainConfig(device=device), progress=False)
+        assert err.value.field == "device"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_train_on_cuda_writes_the_same_format_as_on_the_cpu(tmp_path, capsys):
+    data = _labels(tmp_path)
+    out = tmp_path / "cuda"
+    code, stdout, stderr = _cli(capsys, "train", "--data", data, "--arch", "mgmatch", "--epochs", "2", "--seed", "1",
+                                "--batch-size", "2", "--quiet", "--out", out, "--device", "cuda")
+    assert code == 0, stderr
+    side = json.loads(stdout)
+    tr = side["training"]
+    assert tr["device"] == "cuda" and "--device cuda" in tr["command"] and side["parity_max_abs"] <= 1e-5
+    ck = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert all(v.device.type == "cpu" for v in ck["state"].values())
+    assert len(_epochs(out)) == 2 and all(np.isfinite(r["val_bce"]) for r in _epochs(out))
+    pred = OnnxPredictor(out / "model.onnx", sha256=side["sha256"])
+    from mgmatch.core.presets import generate_with_witness
+
+    inst = generate_with_witness("3v3", 1, seed=4)[0][0]
+    (p,) = pred.predict([Problem(inst, load_model("3v3"))])
+    assert p.shape == (inst.n, 2)
 
 
 @pytest.mark.parametrize("teams", [2, 3])
