@@ -14,7 +14,8 @@
 
 Bad input is 422 (400 for a body that is not JSON or nests too deep, 413 for one too large) with
 ``{"error": {"field", "message"}}`` naming the field (FastAPI's own validation errors are
-rewritten to the same shape and keep ``detail``). An unreachable store or a full solve pool is
+rewritten to the same shape and keep ``detail``; so are routing's own 404 ``path`` and 405 ``method``). Reusing an
+idempotency key for another ticket is 409 ``idempotency_key``. An unreachable store or a full solve pool is
 503 with ``Retry-After`` (field ``store`` / ``solve``); never another 5xx. The logic shared with
 gRPC lives in :mod:`mgmatch.app.service`; this module is transport only.
 """
@@ -32,8 +33,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from mgmatch.core.errors import InvalidInput, join
+from mgmatch.core.errors import InvalidInput, describe, join
 
 from . import metrics, service
 from .runtime import Runtime, SolvePoolFull
@@ -187,14 +189,21 @@ def create_app(rt: Runtime) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):
         errors = exc.errors()
-        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
-        loc = [p for p in first.get("loc", ()) if p != "body"]
-        field = join("", loc) or "body"
-        msg = "field required" if first.get("type") == "missing" else first.get("msg", "invalid value")
-        if first.get("type") == "extra_forbidden":
-            msg = "unknown field"
+        first = dict(errors[0]) if errors else {"loc": (), "msg": "invalid request"}
+        loc = tuple(first.get("loc", ()))
+        first["loc"] = loc[1:] if loc[:1] == ("body",) else loc  # the body's own fields are named bare
+        field, msg = describe(first)
+        field = field or "body"
         detail = [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in errors]
         return _err(422, field, f"{field}: {msg}", detail=detail)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):
+        # routing's own answers (no such path, method not allowed) in the error shape of every other answer
+        field = {404: "path", 405: "method"}.get(exc.status_code, "request")
+        what = request.url.path if field == "path" else request.method
+        message = f"{field}: {exc.detail} ({what[:80]!r})" if field in ("path", "method") else f"{field}: {exc.detail}"
+        return _err(exc.status_code, field, message, getattr(exc, "headers", None), detail=exc.detail)
 
     async def _known(request: Request, exc: Exception):
         return _answer(exc, rt)
@@ -253,7 +262,7 @@ def create_app(rt: Runtime) -> FastAPI:
         owner = _owner(request)
         t, key = service.prepare_ticket(rt, body, x_mgmatch_ab_key, idempotency_key, owner)
         stored, created = await rt.store.acreate(t, key)
-        stored = service.created(stored, owner)
+        stored = service.created(stored, owner, t)
         if created:
             metrics.TICKET_EVENTS.labels(t.pool, "created").inc()
         return JSONResponse(ticket_out(stored), status_code=201 if created else 200)
@@ -276,8 +285,11 @@ def create_app(rt: Runtime) -> FastAPI:
                 out.append({"error": {"field": "players", "message": str(res)}})
                 continue
             stored, created = res
-            if owner is not None and stored.owner != owner:
-                out.append({"error": {"field": "idempotency_key", "message": "already used by another client"}})
+            try:
+                service.created(stored, owner, t)
+            except (InvalidInput, service.KeyReused) as err:
+                f = service.failure(err, rt.settings.retry_after_s)
+                out.append({"error": {"field": f.field, "message": f.message}})
                 continue
             if created:
                 metrics.TICKET_EVENTS.labels(t.pool, "created").inc()

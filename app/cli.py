@@ -40,6 +40,20 @@ def fail(message: str) -> NoReturn:
     raise UsageFailure(message)
 
 
+#: largest seed a command takes: numpy's seed sequences need seeds ≥ 0, OR-Tools (optmatch) seeds < 2**31
+MAX_SEED = 2**31 - 1
+
+
+def short_int(v: int) -> str:
+    """An integer for an error message: its digits, or its size when it has more than 20."""
+    return str(v) if abs(v) < 10**20 else f"an integer of about {int(abs(v).bit_length() * 0.30103) + 1} digits"
+
+
+def seed_option(*names: str, help: str) -> Any:
+    """The ``--seed`` option of every command: an integer in 0 … :data:`MAX_SEED` (else exit 2 naming it)."""
+    return typer.Option(*names, help=help, min=0, max=MAX_SEED)
+
+
 def emit(obj: Any) -> None:
     """Print one JSON document on stdout."""
     sys.stdout.write(json.dumps(obj, allow_nan=False) + "\n")

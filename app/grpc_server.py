@@ -196,7 +196,7 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
                 raise from_pydantic(err) from None
             t, key = service.prepare_ticket(self.rt, body, ab_key, None, owner)
             stored, created = self.rt.store.create(t, key)
-            stored = service.created(stored, owner)
+            stored = service.created(stored, owner, t)
         except _KNOWN as err:
             self._fail(context, err, conflict_code="ALREADY_EXISTS", conflict_field="players")
         if created:

@@ -10,7 +10,7 @@ from mgmatch.core.errors import InvalidInput
 from mgmatch.core.instance import parse_instance
 from mgmatch.core.presets import resolve_model
 from mgmatch.core.problem import Problem
-from mgmatch.solvers.base import Solver, method_info
+from mgmatch.solvers.base import Solver, method_info, methods
 from mgmatch.solvers.base import make_solver as build_solver
 
 
@@ -33,12 +33,15 @@ def make_solver(method: str, problem: Problem, predictor: str | None = None, see
     ``seed``.
 
     Raises:
-        InvalidInput: Unknown method, no predictor for a method that needs one, or ``objective``
-            for a method other than local-search.
+        InvalidInput: Unknown method, no predictor for a method that needs one, ``predictor`` for
+            a method that uses none, or ``objective`` for a method other than local-search.
     """
     info = method_info(method)
     if objective is not None and method != "local-search":
         raise InvalidInput("objective", f"--objective applies to local-search only, not {method!r}")
+    if predictor is not None and not info.needs_predictor:
+        users = ", ".join(m for m in methods() if method_info(m).needs_predictor)
+        raise InvalidInput("predictor", f"--predictor applies to the methods that use one ({users}), not {method!r}")
     loaded = None
     if info.needs_predictor:
         name = info.predictor_name(problem.model_name, predictor)

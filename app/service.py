@@ -22,10 +22,11 @@ from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 import redis.exceptions
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StringConstraints, WithJsonSchema
 
 from mgmatch.core.errors import InvalidInput
 from mgmatch.core.instance import Instance, Player, parse_instance
+from mgmatch.core.jsontypes import Integer, Number
 from mgmatch.core.limits import (
     MAX_BACKFILL_TTL_S,
     MAX_ID_CHARS,
@@ -54,7 +55,33 @@ STORE_ERRORS: tuple[type[BaseException], ...] = (StoreUnavailable, redis.excepti
                                                  redis.exceptions.TimeoutError)
 
 AttrKey = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)]
-AttrText = Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS)]
+
+
+def _attribute_value(v: Any) -> str | float | bool:
+    """A ticket attribute's value: a string (≤ MAX_TEXT_CHARS), a finite number (kept as a float) or a boolean.
+
+    One validator rather than a union, so that a bad value is one error at ``attributes.<key>``
+    (a union reports one error per member, under pydantic's member tags).
+    """
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        if len(v) > MAX_TEXT_CHARS:
+            raise ValueError(f"a string value has at most {MAX_TEXT_CHARS} characters, got {len(v)}")
+        return v
+    if isinstance(v, (int, float)):
+        try:
+            x = float(v)
+        except OverflowError:
+            x = math.inf
+        if not math.isfinite(x):
+            raise ValueError("must be a finite number")
+        return x
+    raise ValueError(f"expected a string, a number or a boolean, got {'null' if v is None else type(v).__name__}")
+
+
+AttrValue = Annotated[str | float | bool, PlainValidator(_attribute_value), WithJsonSchema(
+    {"anyOf": [{"type": "string", "maxLength": MAX_TEXT_CHARS}, {"type": "number"}, {"type": "boolean"}]})]
 
 
 class PlayerIn(Player):
@@ -70,8 +97,8 @@ class TicketIn(BaseModel):
     players: list[PlayerIn] = Field(min_length=1, max_length=64, description="One player, or a party kept together.")
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_CHARS,
                                         description="Retries with the same key return the first ticket.")
-    ttl_s: float | None = Field(default=None, gt=0, description="Seconds before an unmatched ticket expires.")
-    attributes: dict[AttrKey, AttrText | float | bool] = Field(
+    ttl_s: Number | None = Field(default=None, gt=0, description="Seconds before an unmatched ticket expires.")
+    attributes: dict[AttrKey, AttrValue] = Field(
         default_factory=dict, max_length=MAX_ATTRIBUTES, description="Opaque key/values returned with the ticket.")
 
 
@@ -107,7 +134,8 @@ def failure(exc: BaseException, retry_after_s: int, conflict_code: str = "FAILED
     if isinstance(exc, NotFound):
         return Failure(404, "NOT_FOUND", exc.field, str(exc))
     if isinstance(exc, Conflict):
-        return Failure(409, conflict_code, conflict_field, f"{conflict_field}: {exc}")
+        field = getattr(exc, "field", None) or conflict_field
+        return Failure(409, conflict_code, field, f"{field}: {exc}")
     if isinstance(exc, STORE_ERRORS):
         return Failure(503, "UNAVAILABLE", "store", "store: the ticket store cannot be reached; retry shortly",
                        retry_after_s)
@@ -169,10 +197,26 @@ def prepare_ticket(rt: Runtime, body: TicketIn, ab_header: str | None, idempoten
     return t, scoped_key(idempotency_key or body.idempotency_key, owner)
 
 
-def created(stored: Ticket, owner: str | None) -> Ticket:
-    """The ticket a create answers with; refuses (defensively) one that belongs to another client."""
+class KeyReused(Conflict):
+    """An idempotency key sent again with another ticket (HTTP 409, gRPC ALREADY_EXISTS; field ``idempotency_key``)."""
+
+    field = "idempotency_key"
+
+
+def created(stored: Ticket, owner: str | None, asked: Ticket | None = None) -> Ticket:
+    """The ticket a create answers with.
+
+    Refuses (defensively) one that belongs to another client, and a replay of an idempotency key
+    whose first ticket is not the one ``asked`` for (another pool or other players): answering with
+    the first ticket would tell the client that players it never queued are queued.
+    """
     if owner is not None and stored.owner != owner:
         raise InvalidInput("idempotency_key", "already used by another client")
+    if asked is not None and stored.id != asked.id and (
+            stored.pool != asked.pool or [p["id"] for p in stored.players] != [p["id"] for p in asked.players]):
+        ids = [short_id(p["id"]) for p in stored.players[:5]] + (["…"] if len(stored.players) > 5 else [])
+        raise KeyReused(f"already used for ticket {stored.id} (pool {stored.pool}, players {ids}); "
+                        "a new ticket needs a new key")
     return stored
 
 
@@ -253,7 +297,8 @@ def solve_request(rt: Runtime, obj: dict[str, Any], ab_key: str | None) -> tuple
         raise InvalidInput("method", "expected a method name")
     if limit is not None:
         if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0:
-            raise InvalidInput("time_limit_ms", f"expected a number > 0, got {str(limit)[:40]}")
+            got = "a huge negative integer" if isinstance(limit, int) and limit < -10**40 else repr(limit)[:40]
+            raise InvalidInput("time_limit_ms", f"expected a number > 0, got {got}")
         if limit > s.max_time_limit_ms:
             raise InvalidInput("time_limit_ms", f"at most {s.max_time_limit_ms:g} ms")
     players = obj.get("players")
@@ -302,8 +347,8 @@ class BackfillIn(BaseModel):
     teams: list[Annotated[list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]],
                           Field(max_length=MAX_TEAM_SIZE)]] = Field(
         min_length=1, max_length=MAX_TEAMS, description="Ids of `players` per team; they stay on these teams.")
-    open: list[int] = Field(min_length=1, max_length=MAX_TEAMS, description="Free slots per team to fill.")
-    ttl_s: float | None = Field(default=None, gt=0, le=MAX_BACKFILL_TTL_S,
+    open: list[Integer] = Field(min_length=1, max_length=MAX_TEAMS, description="Free slots per team to fill.")
+    ttl_s: Number | None = Field(default=None, gt=0, le=MAX_BACKFILL_TTL_S,
                                 description="Seconds before an unfilled backfill expires (default: the pool's "
                                             "ticket TTL).")
 
@@ -379,9 +424,9 @@ class ResultIn(BaseModel):
 
     model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
 
-    engagement: float = Field(description="The match's engagement: the number the studio wants to maximize (spec "
+    engagement: Number = Field(description="The match's engagement: the number the studio wants to maximize (spec "
                                           "§5), e.g. the share of its players who queued again within 10 minutes.")
-    players: dict[Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)], float] | None = Field(
+    players: dict[Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)], Number] | None = Field(
         default=None, max_length=MAX_RESULT_PLAYERS,
         description="Optional per-player engagement, player id → number; every id must be a player of the match.")
 

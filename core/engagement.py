@@ -8,36 +8,44 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import InvalidInput, from_pydantic
+from .jsontypes import Integer, Number
+from .limits import MAX_ABS_FEATURE, MAX_ABS_WEIGHT, MAX_FEATURES, MAX_TEAMS, MIN_ABS_SCALE
 
 ENGAGEMENT_FORMAT = "mgmatch-engagement/v1"
+
+
+Weight = Annotated[Number, Field(ge=-MAX_ABS_WEIGHT, le=MAX_ABS_WEIGHT)]
+Normalizer = Annotated[Number, Field(ge=-MAX_ABS_FEATURE, le=MAX_ABS_FEATURE)]
 
 
 class Layer(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
 
-    weight: list[list[float]] = Field(description="[out][in], as torch.nn.Linear.weight")
-    bias: list[float] = Field(description="[out]")
+    weight: list[list[Weight]] = Field(description="[out][in], as torch.nn.Linear.weight")
+    bias: list[Weight] = Field(description="[out]")
 
 
 class EngagementModel(BaseModel):
     """A ReLU engagement network in the spec's JSON shape, with a fast numpy evaluator.
 
-    Extra optional field ``training`` records how a shipped model was produced.
+    Extra optional field ``training`` records how a shipped model was produced. Numbers are finite
+    and bounded (:data:`~mgmatch.core.limits.MAX_ABS_WEIGHT`, so that the float32 batch evaluator
+    cannot overflow on a weight); a shape error names the layer (``head_layers[0].weight``).
     """
 
     model_config = ConfigDict(allow_inf_nan=False, extra="ignore", arbitrary_types_allowed=True)
 
     format: str = ENGAGEMENT_FORMAT
-    teams: int = Field(ge=2)
-    feature_dim: int = Field(ge=1)
-    feature_mean: list[float] | None = None
-    feature_scale: list[float] | None = None
+    teams: Integer = Field(ge=2, le=MAX_TEAMS)
+    feature_dim: Integer = Field(ge=1, le=MAX_FEATURES)
+    feature_mean: list[Normalizer] | None = None
+    feature_scale: list[Normalizer] | None = None
     player_layers: list[Layer] = Field(min_length=1)
     head_layers: list[Layer] = Field(min_length=1)
     name: str | None = None
@@ -46,31 +54,40 @@ class EngagementModel(BaseModel):
     @model_validator(mode="after")
     def _shapes(self) -> EngagementModel:
         if self.format != ENGAGEMENT_FORMAT:
-            raise ValueError(f"format must be {ENGAGEMENT_FORMAT!r}")
+            raise InvalidInput("format", f"must be {ENGAGEMENT_FORMAT!r}")
         for key in ("feature_mean", "feature_scale"):
             v = getattr(self, key)
             if v is not None and len(v) != self.feature_dim:
-                raise ValueError(f"{key} has {len(v)} numbers, feature_dim is {self.feature_dim}")
-        if self.feature_scale is not None and any(s == 0 for s in self.feature_scale):
-            raise ValueError("feature_scale must not contain 0")
+                raise InvalidInput(key, f"has {len(v)} numbers, feature_dim is {self.feature_dim}")
+        if self.feature_scale is not None:
+            for k, x in enumerate(self.feature_scale):
+                if abs(x) < MIN_ABS_SCALE:
+                    raise InvalidInput(f"feature_scale[{k}]", f"must not be 0 (|scale| ≥ {MIN_ABS_SCALE:g})")
         width = self.feature_dim
         for stack in ("player_layers", "head_layers"):
             for k, layer in enumerate(getattr(self, stack)):
                 w = layer.weight
-                if not w or any(len(row) != width for row in w):
-                    raise ValueError(f"{stack}[{k}].weight must be [out][{width}]")
+                if not w:
+                    raise InvalidInput(f"{stack}[{k}].weight", f"must be [out][{width}], got no rows")
+                for r, row in enumerate(w):
+                    if len(row) != width:
+                        raise InvalidInput(f"{stack}[{k}].weight[{r}]",
+                                           f"has {len(row)} numbers; the layer's input is {width} wide")
                 if len(layer.bias) != len(w):
-                    raise ValueError(f"{stack}[{k}].bias must have {len(w)} numbers")
+                    raise InvalidInput(f"{stack}[{k}].bias", f"must have {len(w)} numbers, got {len(layer.bias)}")
                 width = len(w)
             if stack == "player_layers":
                 width = width * self.teams
         if width != 1:
-            raise ValueError("the last head layer must have exactly one output")
+            raise InvalidInput(f"head_layers[{len(self.head_layers) - 1}].weight",
+                               f"the last head layer must have exactly one output, got {width}")
+        self._views()
         return self
 
     # ------------------------------------------------------------------ numpy views
 
-    def model_post_init(self, _ctx: Any) -> None:
+    def _views(self) -> None:
+        """The numpy arrays the evaluator uses (built once the shapes are known to be right)."""
         self._pw = [(np.asarray(layer.weight, dtype=np.float64), np.asarray(layer.bias, dtype=np.float64))
                     for layer in self.player_layers]
         self._hw = [(np.asarray(layer.weight, dtype=np.float64), np.asarray(layer.bias, dtype=np.float64))

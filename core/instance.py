@@ -11,20 +11,24 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 from .errors import InvalidInput, from_pydantic
+from .jsontypes import Integer, Number
 from .limits import (
     MAX_ABS_FEATURE,
     MAX_ABS_SKILL,
     MAX_FEATURES,
+    MAX_GAMES_PER_DAY,
     MAX_ID_CHARS,
     MAX_JSON_DEPTH,
     MAX_NAME_CHARS,
     MAX_PING_MS,
+    MAX_PLAYER_REFS,
+    MAX_RECENT,
     MAX_REGIONS,
     MAX_ROLES,
     MAX_TEAM_SIZE,
@@ -53,8 +57,36 @@ from .rules import (
 INSTANCE_FORMAT = "mgmatch-instance/v1"
 
 Name = Annotated[str, StringConstraints(max_length=MAX_NAME_CHARS)]
-Feature = Annotated[float, Field(ge=-MAX_ABS_FEATURE, le=MAX_ABS_FEATURE)]
-PingMs = Annotated[float, Field(ge=0, le=MAX_PING_MS)]
+Feature = Annotated[Number, Field(ge=-MAX_ABS_FEATURE, le=MAX_ABS_FEATURE)]
+PingMs = Annotated[Number, Field(ge=0, le=MAX_PING_MS)]
+PlayerRef = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
+
+
+class PreviousMatch(BaseModel):
+    """``previous``: the player's last match (the Awesomenauts score's ``variation`` factor)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    teammates: list[PlayerRef] | None = Field(default=None, max_length=MAX_PLAYER_REFS)
+    opponents: list[PlayerRef] | None = Field(default=None, max_length=MAX_PLAYER_REFS)
+
+
+class _Extras(BaseModel):
+    """The optional player fields beyond the spec's that solvers read (README: additions).
+
+    Checked here, where the instance is read, so that a solver never meets a value it cannot use;
+    the values stay in ``Player.model_extra`` as given. Other extra fields pass unchecked.
+    """
+
+    model_config = ConfigDict(allow_inf_nan=False, extra="ignore")
+
+    sigma: Number | None = Field(default=None, ge=0, le=MAX_ABS_SKILL, description="EOMM: skill uncertainty.")
+    games_per_day: Number | None = Field(default=None, ge=0, le=MAX_GAMES_PER_DAY, description="EOMM: activity.")
+    recent: list[Literal["W", "D", "L"]] | None = Field(default=None, max_length=MAX_RECENT,
+                                                         description="EOMM: outcomes, most recent first.")
+    previous: PreviousMatch | None = None
+    peer_pings: dict[PlayerRef, PingMs] | None = Field(default=None, max_length=MAX_PLAYER_REFS,
+                                                       description="Awesomenauts: ms to other players by id.")
 
 
 class Player(BaseModel):
@@ -69,12 +101,22 @@ class Player(BaseModel):
     id: str = Field(min_length=1, max_length=MAX_ID_CHARS, description="Unique, non-empty player id.")
     features: tuple[Feature, ...] = Field(max_length=MAX_FEATURES,
                                           description="Raw feature vector (the engagement model's feature_dim).")
-    skill: float | None = Field(default=None, ge=-MAX_ABS_SKILL, le=MAX_ABS_SKILL, description="Rating, any scale.")
+    skill: Number | None = Field(default=None, ge=-MAX_ABS_SKILL, le=MAX_ABS_SKILL, description="Rating, any scale.")
     roles: tuple[Name, ...] | None = Field(default=None, max_length=MAX_ROLES, description="Roles the player accepts.")
     party: Name | None = Field(default=None, description="Premade group id.")
     pings: dict[Name, PingMs] | None = Field(default=None, max_length=MAX_REGIONS,
                                              description="Round-trip ms per region.")
-    waited_s: float | None = Field(default=None, ge=0, le=MAX_WAITED_S, description="Seconds in queue.")
+    waited_s: Number | None = Field(default=None, ge=0, le=MAX_WAITED_S, description="Seconds in queue.")
+
+    @model_validator(mode="after")
+    def _known_extras(self) -> Player:
+        extra = self.model_extra
+        if extra and not extra.keys().isdisjoint(_Extras.model_fields):
+            try:
+                _Extras.model_validate(extra)
+            except ValidationError as err:
+                raise from_pydantic(err) from None
+        return self
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {"id": self.id, "features": list(self.features)}
@@ -93,9 +135,9 @@ class _Header(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False, extra="ignore")
 
     format: str = INSTANCE_FORMAT
-    teams: int = Field(ge=2, le=MAX_TEAMS)
-    team_size: int | None = Field(default=None, ge=1, le=MAX_TEAM_SIZE)
-    team_sizes: list[int] | None = Field(default=None, max_length=MAX_TEAMS)
+    teams: Integer = Field(ge=2, le=MAX_TEAMS)
+    team_size: Integer | None = Field(default=None, ge=1, le=MAX_TEAM_SIZE)
+    team_sizes: list[Integer] | None = Field(default=None, max_length=MAX_TEAMS)
     players: list[Player]
     rules: list[Any] = Field(default_factory=list)
     engagement_model: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
@@ -201,11 +243,14 @@ def load_instance(path: str | Path) -> Instance:
 def read_json(path: str | Path) -> Any:
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InvalidInput(str(path), "no such file") from None
     except OSError as err:
         raise InvalidInput(str(path), f"cannot read: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise InvalidInput(str(path), f"not valid JSON: not UTF-8 text (byte {err.object[err.start]:#04x} "
+                                      f"at offset {err.start})") from None
     if json_depth_exceeds(text):
         raise InvalidInput(str(path), "not valid JSON: nested deeper than the documented limit "
                                       f"({MAX_JSON_DEPTH} levels)")

@@ -42,8 +42,20 @@ MAX_ABS_SKILL = 1e6
 MAX_PING_MS = 100_000.0
 #: largest ``waited_s`` (seconds; about 116 days)
 MAX_WAITED_S = 1e7
+#: largest ``games_per_day`` of a player (optional field read by EOMM)
+MAX_GAMES_PER_DAY = 1e4
+#: longest ``recent`` outcome list of a player (EOMM reads the first 10)
+MAX_RECENT = 1000
+#: most player ids in one player's ``previous.teammates`` / ``previous.opponents`` / ``peer_pings``
+MAX_PLAYER_REFS = 4096
 #: longest a backfill (an open slot request of a running match) stays open, seconds
 MAX_BACKFILL_TTL_S = 3600.0
+#: |weight| and |bias| of an engagement model (trained models stay below 100; float32 evaluation never overflows)
+MAX_ABS_WEIGHT = 1e6
+#: smallest |feature_scale| of an engagement model (dividing by less overflows the embedding)
+MIN_ABS_SCALE = 1e-9
+#: most instances one ``generate`` / ``preset-stats`` / ``label --preset`` run makes
+MAX_INSTANCE_COUNT = 1_000_000
 #: |coefficient|, |rhs| and the thresholds of rules (``max_diff``, ``max_spread``, ``max_ms``)
 MAX_ABS_RULE_NUMBER = 1e9
 

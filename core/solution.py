@@ -8,7 +8,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import InvalidInput, from_pydantic
+from .errors import InvalidInput, from_pydantic, join
 from .instance import Instance
 
 SOLUTION_FORMAT = "mgmatch-solution/v1"
@@ -50,9 +50,13 @@ def parse_solution(obj: Any, where: str = "solution") -> Solution:
     if not isinstance(obj, dict):
         raise InvalidInput(where, "a solution must be a JSON object")
     try:
-        return Solution.model_validate(obj)
+        sol = Solution.model_validate(obj)
     except ValidationError as err:
         raise from_pydantic(err, where) from None
+    if sol.format != SOLUTION_FORMAT:
+        got = sol.format if len(sol.format) <= 40 else sol.format[:40] + "…"
+        raise InvalidInput(join(where, ["format"]), f"expected {SOLUTION_FORMAT!r}, got {got!r}")
+    return sol
 
 
 def team_of_from_teams(inst: Instance, teams: list[list[str]], where: str = "solution.teams") -> np.ndarray:

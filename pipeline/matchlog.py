@@ -222,7 +222,7 @@ def measure(paths: Sequence[str | Path], progress: bool = False) -> LogShape:
     try:
         for path in map(Path, paths):
             first = True
-            for n, obj in iter_lines(path, bar.update if bar else None):
+            for n, obj in iter_lines(path, bar.update if bar is not None else None):
                 sizes, dim, _ = check_line(obj, path, n, first, teams, dim)
                 first = False
                 if teams is None:
@@ -232,7 +232,7 @@ def measure(paths: Sequence[str | Path], progress: bool = False) -> LogShape:
                     min_sizes = [min(a, b) for a, b in zip(min_sizes, sizes, strict=True)]
                 m += 1
     finally:
-        if bar:
+        if bar is not None:
             bar.close()
     if m == 0 or teams is None or dim is None:
         raise InvalidInput("logs", f"{', '.join(Path(p).name for p in paths)}: no matches (the log is empty)")
@@ -245,7 +245,8 @@ def _bar(paths: Sequence[str | Path], desc: str, progress: bool):
     from tqdm import tqdm
 
     total = sum(Path(p).stat().st_size for p in paths if Path(p).is_file() and Path(p).suffix != ".gz")
-    return tqdm(total=total or None, desc=desc, unit="B", unit_scale=True, file=sys.stderr, leave=False)
+    # disable=None: no bar when stderr is not a terminal, so a bad line's error stays the one line there
+    return tqdm(total=total or None, desc=desc, unit="B", unit_scale=True, file=sys.stderr, leave=False, disable=None)
 
 
 def load_matchlog(paths: Sequence[str | Path], progress: bool = False, shape: LogShape | None = None) -> MatchData:
@@ -271,7 +272,7 @@ def load_matchlog(paths: Sequence[str | Path], progress: bool = False, shape: Lo
     bar = _bar(paths, "load", progress)
     try:
         for path in paths:
-            for n, obj in iter_lines(path, bar.update if bar else None):
+            for n, obj in iter_lines(path, bar.update if bar is not None else None):
                 if m >= M:
                     raise InvalidInput(_where(path, n, "teams"), "the log changed while it was read")
                 sizes, _, y[m] = check_line(obj, path, n, False, D, F)
@@ -280,7 +281,7 @@ def load_matchlog(paths: Sequence[str | Path], progress: bool = False, shape: Lo
                     S[m, j] = len(team)
                 m += 1
     finally:
-        if bar:
+        if bar is not None:
             bar.close()
     if m != M:
         raise InvalidInput("logs", "the log changed while it was read")

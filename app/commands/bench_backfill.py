@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import bench_app, fail
+from mgmatch.app.cli import bench_app, fail, seed_option
 
 
 @bench_app.command("backfill", help="Open backfills and queued tickets in a built-in pool, then matchmaker ticks: "
@@ -19,7 +19,7 @@ def bench_backfill_cmd(
     store: Annotated[str, typer.Option(help="memory or redis.")] = "memory",
     tickets: Annotated[int, typer.Option(help="Solo tickets queued first.")] = 200,
     backfills: Annotated[int, typer.Option(help="Backfills opened (running matches missing 1–2 players).")] = 8,
-    seed: Annotated[int, typer.Option(help="Seed of the generated players.")] = 0,
+    seed: Annotated[int, seed_option(help="Seed of the generated players.")] = 0,
     redis_url: Annotated[str, typer.Option(help="Redis for --store redis (keys under a fresh prefix, deleted after).")]
     = "redis://127.0.0.1:6379/0",
     json_file: Annotated[Path | None, typer.Option("--json", help="Write the JSON results here.")] = None,

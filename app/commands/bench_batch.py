@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import bench_app, fail
+from mgmatch.app.cli import bench_app, fail, seed_option
 
 #: the default pool per preset: room for this many matches among this many candidates
 DEFAULTS = {"3v3": (24, 4), "12v12": (72, 3)}
@@ -27,7 +27,7 @@ def batch_cmd(
     budget_ms: Annotated[float | None, typer.Option(help="Total budget per pool, ms; default 100 × matches.")] = None,
     pools: Annotated[int, typer.Option(help="Seeded pools.")] = 20,
     method: Annotated[str, typer.Option(help="The sequential path's method (model-free).")] = "surrogate",
-    seed: Annotated[int, typer.Option(help="Seed of the pools.")] = 0,
+    seed: Annotated[int, seed_option(help="Seed of the pools.")] = 0,
     json_file: Annotated[Path | None, typer.Option("--json", help="Write the JSON results here.")] = None,
 ) -> None:
     from rich.console import Console

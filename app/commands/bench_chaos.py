@@ -22,7 +22,7 @@ from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import bench_app, fail
+from mgmatch.app.cli import bench_app, fail, seed_option
 
 ROWS = [
     ("accepted", "accepted"), ("not accepted (503s past the retry window, or refused)", "not_accepted"),
@@ -85,7 +85,7 @@ def bench_chaos_cmd(
     kills: Annotated[int, typer.Option(help="SIGKILLs of a solver or the matchmaker (each restarted).")] = 3,
     rate: Annotated[float, typer.Option(help="Offered ingest rate (tickets/s); above what the solvers match, so "
                                              "the matching rate is what is measured.")] = 250.0,
-    seed: Annotated[int, typer.Option(help="Seed of the generated players.")] = 0,
+    seed: Annotated[int, seed_option(help="Seed of the generated players.")] = 0,
     concurrency: Annotated[int, typer.Option(help="HTTP requests in flight at most.")] = 32,
     backfills: Annotated[int, typer.Option(help="Backfills (running matches missing 1–2 players) posted over the "
                                                 "ingest, filled from the same queue.")] = 20,

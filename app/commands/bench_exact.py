@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import bench_app, fail
+from mgmatch.app.cli import bench_app, fail, seed_option
 
 EXACT_METHODS = ("scip", "enumerate", "exact")
 
@@ -19,7 +19,7 @@ EXACT_METHODS = ("scip", "enumerate", "exact")
 def exact_cmd(
     preset: Annotated[str, typer.Option(help="Scenario preset (3v3, 12v12, 12v12-deep).")] = "3v3",
     count: Annotated[int, typer.Option(help="Instances.")] = 20,
-    seed: Annotated[int, typer.Option(help="Seed of the generated instances.")] = 0,
+    seed: Annotated[int, seed_option(help="Seed of the generated instances.")] = 0,
     methods: Annotated[str, typer.Option(help="Comma-separated: scip, enumerate, exact.")] = "scip,enumerate",
     time_limit_ms: Annotated[float | None, typer.Option("--time-limit-ms", help="Budget per solve (ms); none by default.")] = None,
     json_file: Annotated[Path | None, typer.Option("--json", help="Write the JSON results here.")] = None,

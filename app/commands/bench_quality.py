@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import bench_app, fail
+from mgmatch.app.cli import bench_app, fail, seed_option
 
 DEFAULT_METHODS = "mgmatch,bgcn,scip,random,optmatch,local-search"
 
@@ -22,7 +22,7 @@ def quality_cmd(
     methods: Annotated[str, typer.Option(help="Comma-separated methods.")] = DEFAULT_METHODS,
     time_limit_ms: Annotated[float, typer.Option("--time-limit-ms", help="Budget per solve (ms).")] = 100.0,
     count: Annotated[int, typer.Option(help="Held-out instances.")] = 20,
-    seed: Annotated[int, typer.Option(help="Seed of the held-out instances (use one unlike the labels').")] = 1_000_003,
+    seed: Annotated[int, seed_option(help="Seed of the held-out instances (use one unlike the labels').")] = 1_000_003,
     exact_time_limit_s: Annotated[float, typer.Option("--exact-time-limit-s", help="Time limit of the reference exact solve.")] = 60.0,
     json_file: Annotated[Path | None, typer.Option("--json", help="Write the JSON results here.")] = None,
     out: Annotated[Path | None, typer.Option(help="Directory for quality-<preset>.md/.json and progress-<preset>.png.")] = None,

@@ -29,7 +29,7 @@ import numpy as np
 import typer
 
 from mgmatch.app import loadgen
-from mgmatch.app.cli import bench_app, emit, fail
+from mgmatch.app.cli import bench_app, emit, fail, seed_option
 
 
 def _free_port() -> int:
@@ -194,7 +194,7 @@ def bench_service_cmd(
     batch: Annotated[str, typer.Option(help="Tickets per ingest request, comma-separated (1 = POST /v1/tickets, "
                                             ">1 = POST /v1/tickets/batch).")] = "1,20",
     config: Annotated[Path | None, typer.Option(help="Service config for the server (default: built-in).")] = None,
-    seed: Annotated[int, typer.Option(help="Seed for generated pools and features.")] = 0,
+    seed: Annotated[int, seed_option(help="Seed for generated pools and features.")] = 0,
     fmt: Annotated[str, typer.Option("--format", help="md or json")] = "md",
 ) -> None:
     from mgmatch.core.presets import generate_instances, load_model

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import bench_app, fail, simulate_app
+from mgmatch.app.cli import bench_app, fail, seed_option, simulate_app
 
 
 @simulate_app.command("eomm", help="Reproduce the shape of EOMM's Table 2: mean retained players per round for "
@@ -20,7 +20,7 @@ def eomm_cmd(
     pool: Annotated[list[int] | None, typer.Option("--pool", help="Pool size (even); repeat for several. "
                                                    "Default: the paper's 100 200 300 400 500.")] = None,
     rounds: Annotated[int, typer.Option(help="Rounds of matchmaking per pool size (the paper ran 10,000).")] = 20,
-    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
+    seed: Annotated[int, seed_option(help="Seed.")] = 0,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write per pool size the mean retained per round "
                                                   "of each method, the Welch p-values and EOMM's pairing time per round "
                                                   "(ms: mean, p50, p95, max) to this file.")] = None,
@@ -73,7 +73,7 @@ def _fmt(p: float | None) -> str:
 def bench_eomm_cmd(
     pool: Annotated[int, typer.Option(help="Players per pool (even, ≥ 18).")] = 300,
     pools: Annotated[int, typer.Option(help="Pools to pair.")] = 50,
-    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
+    seed: Annotated[int, seed_option(help="Seed.")] = 0,
     dense: Annotated[bool, typer.Option("--dense", help="Also pair each pool on the whole graph with the raw "
                                                         "weights (and check the same optimum).")] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the per-stage ms to this file.")] = None,

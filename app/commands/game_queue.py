@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import bench_app, fail
+from mgmatch.app.cli import bench_app, fail, seed_option
 
 
 def _sizes(text: str) -> list[int]:
@@ -35,7 +35,7 @@ def game_queue_cmd(
     beta: Annotated[float, typer.Option(help="Time weight β of g = f + β·min entry time.")] = 0.0,
     ops: Annotated[int, typer.Option(help="Timed random operations per size (⅓ each kind).")] = 3000,
     dist: Annotated[str, typer.Option(help="Skill distribution: normal (1500±300) or uniform (0..3000).")] = "normal",
-    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
+    seed: Annotated[int, seed_option(help="Seed.")] = 0,
     json_file: Annotated[Path | None, typer.Option("--json", help="Write the JSON results here.")] = None,
 ) -> None:
     from rich.console import Console

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import cli, emit, fail
+from mgmatch.app.cli import cli, emit, fail, seed_option, short_int
+from mgmatch.core.limits import MAX_INSTANCE_COUNT
 from mgmatch.core.presets import PRESETS, generate_instances, load_model, stats
 
 
@@ -17,13 +18,13 @@ def generate_cmd(
     preset: Annotated[str, typer.Option(help=f"Scenario preset: {', '.join(PRESETS)}.")],
     count: Annotated[int, typer.Option(help="Number of instances (≥ 1).")],
     out: Annotated[Path, typer.Option(help="Output folder (created if missing).")],
-    seed: Annotated[int, typer.Option(help="Seed; the same seed gives the same instances.")] = 0,
+    seed: Annotated[int, seed_option(help="Seed; the same seed gives the same instances.")] = 0,
     show_stats: Annotated[bool, typer.Option("--stats", help="Print the average compiled size as JSON.")] = False,
 ) -> None:
     if preset not in PRESETS:
         fail(f"--preset: unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
-    if count < 1:
-        fail(f"--count must be ≥ 1, got {count}")
+    if not 1 <= count <= MAX_INSTANCE_COUNT:
+        fail(f"--count must be ≥ 1 and ≤ {MAX_INSTANCE_COUNT:,}, got {short_int(count)}")
     if out.exists() and not out.is_dir():
         fail(f"--out: {out} exists and is not a folder")
     try:
@@ -43,10 +44,10 @@ def generate_cmd(
 def preset_stats_cmd(
     preset: Annotated[str, typer.Option(help=f"Scenario preset: {', '.join(PRESETS)}.")],
     count: Annotated[int, typer.Option(help="Number of instances (≥ 1).")] = 200,
-    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
+    seed: Annotated[int, seed_option(help="Seed.")] = 0,
 ) -> None:
     if preset not in PRESETS:
         fail(f"--preset: unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
-    if count < 1:
-        fail(f"--count must be ≥ 1, got {count}")
+    if not 1 <= count <= MAX_INSTANCE_COUNT:
+        fail(f"--count must be ≥ 1 and ≤ {MAX_INSTANCE_COUNT:,}, got {short_int(count)}")
     emit({"preset": preset, "seed": seed, **stats(generate_instances(preset, count, seed))})

@@ -11,7 +11,8 @@ from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import cli, emit, fail
+from mgmatch.app.cli import cli, emit, fail, seed_option, short_int
+from mgmatch.core.limits import MAX_INSTANCE_COUNT
 
 
 @cli.command("label", help="Solve instances exactly and store the optima as a training dataset (resumable: a rerun "
@@ -25,7 +26,7 @@ def label_cmd(
                                                     "(with --instances).")] = None,
     preset: Annotated[str | None, typer.Option(help="Or generate instances of a preset (3v3, 12v12, 12v12-deep).")] = None,
     count: Annotated[int | None, typer.Option(help="--preset: instances 0 … count−1.")] = None,
-    seed: Annotated[int, typer.Option(help="--preset: generator seed; instance i depends on (preset, seed, i).")] = 0,
+    seed: Annotated[int, seed_option(help="--preset: generator seed; instance i depends on (preset, seed, i).")] = 0,
     workers: Annotated[int, typer.Option(help="Local worker processes (or CPUs of --ray local).")] = 1,
     time_limit_s: Annotated[float, typer.Option("--time-limit-s", help="Per-instance limit of the exact solve; "
                                                 "the best solution and its gap are kept when it is hit.")] = 60.0,
@@ -63,8 +64,8 @@ def label_cmd(
         fail("--engagement applies to --instances (a preset uses its shipped model)")
     if count is None:
         fail("--preset needs --count N")
-    if count < 0:
-        fail(f"--count must be ≥ 0, got {count}")
+    if not 0 <= count <= MAX_INSTANCE_COUNT:
+        fail(f"--count must be ≥ 0 and ≤ {MAX_INSTANCE_COUNT:,}, got {short_int(count)}")
     from mgmatch.pipeline.label import label
 
     run = label(preset, count, seed, out, workers=workers, time_limit_s=time_limit_s, ray_address=ray,

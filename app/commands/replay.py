@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mgmatch.app.cli import bench_app, cli, emit, fail
+from mgmatch.app.cli import bench_app, cli, emit, fail, seed_option
 
 _METRICS = (("matches", "matches formed", "{:d}"), ("players_matched", "players matched", "{:d}"),
             ("players_unmatched", "players left unmatched", "{:d}"), ("tickets_expired", "tickets expired", "{:d}"),
@@ -78,15 +78,23 @@ def replay_cmd(
     Console(file=sys.stdout, width=160).print(table)
 
 
+#: most tickets a generated stream may hold (--rate × --duration); each is a few KB of JSON
+MAX_STREAM_TICKETS = 1_000_000
+#: largest party of a generated stream (a ticket holds at most 64 players)
+MAX_PARTY = 64
+
+
 def _stream_args(rate: float, duration: float, party_share: float, max_party: int) -> None:
     if not (rate > 0) or math.isinf(rate):
         fail(f"--rate must be a number > 0, got {rate}")
     if not (duration > 0) or math.isinf(duration):
         fail(f"--duration must be a number > 0, got {duration}")
+    if rate * duration > MAX_STREAM_TICKETS:
+        fail(f"--rate × --duration must be ≤ {MAX_STREAM_TICKETS:,} tickets, got {rate * duration:.3g}")
     if not 0 <= party_share <= 1:
         fail(f"--party-share must be in [0, 1], got {party_share}")
-    if max_party < 1:
-        fail(f"--max-party must be ≥ 1, got {max_party}")
+    if not 1 <= max_party <= MAX_PARTY:
+        fail(f"--max-party must be ≥ 1 and ≤ {MAX_PARTY}, got {max_party}")
 
 
 def _preset(preset: str) -> None:
@@ -107,7 +115,7 @@ def generate_tickets_cmd(
     arrivals: Annotated[str, typer.Option(help="poisson (exponential gaps) or steady (evenly spaced).")] = "poisson",
     party_share: Annotated[float, typer.Option(help="Share of tickets that are parties.")] = 0.0,
     max_party: Annotated[int, typer.Option(help="Largest party.")] = 2,
-    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
+    seed: Annotated[int, seed_option(help="Seed.")] = 0,
 ) -> None:
     from mgmatch.app.replay import generate_stream, write_stream
 
@@ -136,7 +144,7 @@ def bench_waits_cmd(
     arrivals: Annotated[str, typer.Option(help="poisson or steady (generated stream).")] = "poisson",
     party_share: Annotated[float, typer.Option(help="Share of party tickets (generated stream).")] = 0.0,
     max_party: Annotated[int, typer.Option(help="Largest party (generated stream).")] = 2,
-    seed: Annotated[int, typer.Option(help="Seed (generated stream).")] = 0,
+    seed: Annotated[int, seed_option(help="Seed (generated stream).")] = 0,
     tick_s: Annotated[float, typer.Option(help="Matchmaker tick in simulated seconds.")] = 0.05,
     json_file: Annotated[Path | None, typer.Option("--json", help="Write the JSON results here.")] = None,
 ) -> None:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import emit, fail, simulate_app
+from mgmatch.app.cli import emit, fail, seed_option, simulate_app
 
 
 @simulate_app.command("wu", help="Simulate Wu's dynamic matching with teams (one arrival per period, high skill "
@@ -18,7 +18,7 @@ def wu_cmd(
     alpha: Annotated[float, typer.Option(help="Imbalance cost α per player per unit of |#H₁ − #H₂|.")] = 1.0,
     periods: Annotated[int, typer.Option(help="Simulated periods (arrivals).")] = 200_000,
     policy: Annotated[str, typer.Option(help="greedy or patient.")] = "greedy",
-    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
+    seed: Annotated[int, seed_option(help="Seed.")] = 0,
 ) -> None:
     from mgmatch.pipeline.sim_wu import POLICIES, simulate
 

@@ -325,3 +325,107 @@ def test_slow_solves_fill_their_own_pool_and_never_starve_readyz(tmp_path, live)
         assert rt.solves.in_flight == 4 and not any(f.done() for f in inflight)  # /readyz did not wait for them
         answers = [f.result() for f in inflight]
     assert all(r.status_code == 200 and r.json()["status"] in ("feasible", "optimal") for r in answers)
+
+
+# --------------------------------------------------------------------------- hostile input (audit)
+
+
+def _small_instance(**changes) -> dict:
+    return {**json.loads((SPEC_EXAMPLES / "instance-3v3-small.json").read_text()), "engagement_model": "small",
+            "time_limit_ms": 2000, **changes}
+
+
+def _assert_names(r: httpx.Response, field: str, status: int = 422) -> str:
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert err["field"] == field and field in err["message"], r.text
+    return err["message"]
+
+
+def test_numbers_given_as_strings_or_booleans_are_refused_not_coerced(tmp_path, live):
+    """Pydantic's lax mode took "2" for 2 and true for 1.0; the spec's numbers are JSON numbers."""
+    srv = live(_runtime(tmp_path, start=False))
+    inst = _small_instance()
+    with client(srv.url) as c:
+        for body, field in [
+            ({**inst, "teams": "2"}, "teams"),
+            ({**inst, "team_size": True}, "team_size"),
+            (_small_instance(players=[{**inst["players"][0], "features": ["0.1", 1, 2, 3]}, *inst["players"][1:]]),
+             "players[0].features[0]"),
+            (_small_instance(players=[{**inst["players"][0], "skill": "1500"}, *inst["players"][1:]]),
+             "players[0].skill"),
+        ]:
+            _assert_names(c.post("/v1/solve", json=body), field)
+        assert c.post("/v1/solve", json={**inst, "teams": 2.0}).status_code == 200  # an integral float is an integer
+        ticket = {"pool": "small", "players": [{"id": "t1", "features": features(1)}]}
+        for body, field in [
+            ({**ticket, "players": [{"id": "t1", "features": [True, 0.0, 0.0, 0.0]}]}, "players[0].features[0]"),
+            ({**ticket, "players": [{"id": "t1", "features": features(1), "skill": "1500"}]}, "players[0].skill"),
+            ({**ticket, "ttl_s": "5"}, "ttl_s"),
+        ]:
+            _assert_names(c.post("/v1/tickets", json=body), field)
+        backfill = {"pool": "small", "match_id": "m-1", "players": [{"id": "b1", "features": features(1)}],
+                    "teams": [["b1"], []], "open": ["1", "1"]}
+        _assert_names(c.post("/v1/backfills", json=backfill), "open[0]")
+        _assert_names(c.post("/v1/matches/small.m1/result", json={"engagement": "0.5"}), "engagement")
+        _assert_names(c.post("/v1/matches/small.m1/result", json={"engagement": 0.5, "players": {"a": True}}),
+                      "players.a")
+
+
+def test_ticket_attribute_errors_name_the_attribute_not_pydantic_internals(tmp_path, live):
+    srv = live(_runtime(tmp_path, start=False))
+    with client(srv.url) as c:
+        for attrs, field, needle in [({"mode": {"nested": 1}}, "attributes.mode", "got dict"),
+                                     ({"mode": "x" * 300}, "attributes.mode", "256"),
+                                     ({"mode": None}, "attributes.mode", "got null"),
+                                     ({"mode": 10**400}, "attributes.mode", "finite"),
+                                     ({"": 1}, "attributes", "key ''")]:
+            r = _ticket(c, "attr", 1, attributes=attrs)
+            assert needle in _assert_names(r, field), r.text
+        r = _ticket(c, "attr", 1, attributes={"s": "text", "n": 3, "b": True})
+        assert r.status_code == 201 and r.json()["attributes"] == {"s": "text", "n": 3.0, "b": True}
+
+
+def test_optional_player_fields_solvers_read_are_validated_where_the_instance_is_read(tmp_path, live):
+    """``sigma`` 1e308 overflowed in EOMM (HTTP 500); a list ``peer_pings`` broke the Awesomenauts score."""
+    srv = live(_runtime(tmp_path, start=False))
+    inst = _small_instance(method="eomm", time_limit_ms=300)
+
+    def with_extra(**extra) -> dict:
+        return {**inst, "players": [{**inst["players"][0], **extra}, *inst["players"][1:]]}
+
+    with client(srv.url) as c:
+        for extra, field in [({"sigma": 1e308}, "players[0].sigma"), ({"sigma": "wide"}, "players[0].sigma"),
+                             ({"games_per_day": -1}, "players[0].games_per_day"),
+                             ({"recent": ["W", "X"]}, "players[0].recent[1]"),
+                             ({"peer_pings": [1, 2]}, "players[0].peer_pings"),
+                             ({"peer_pings": {"p02": "near"}}, "players[0].peer_pings.p02"),
+                             ({"previous": {"teammates": 5}}, "players[0].previous.teammates")]:
+            _assert_names(c.post("/v1/solve", json=with_extra(**extra)), field)
+        ok = c.post("/v1/solve", json=with_extra(sigma=80.0, games_per_day=3, recent=["W", "L"], note={"any": 1}))
+        assert ok.status_code == 200 and ok.json()["method"] == "eomm", ok.text
+
+
+def test_an_idempotency_key_sent_again_with_other_players_is_409_not_the_first_ticket(tmp_path, live):
+    """The replay answered 200 with the first ticket: the client believed players it never queued were queued."""
+    srv = live(_runtime(tmp_path, start=False))
+    with client(srv.url) as c:
+        first = _ticket(c, "k-a", 1, idempotency_key="key-1")
+        assert first.status_code == 201
+        assert _ticket(c, "k-a", 1, idempotency_key="key-1").json()["id"] == first.json()["id"]  # a true retry
+        msg = _assert_names(_ticket(c, "k-b", 2, idempotency_key="key-1"), "idempotency_key", 409)
+        assert first.json()["id"] in msg
+        assert _ticket(c, "k-b", 2).status_code == 201  # k-b was never queued by the refused request
+        batch = c.post("/v1/tickets/batch", json={"tickets": [
+            {"pool": "small", "players": [{"id": "k-c", "features": features(3)}], "idempotency_key": "key-2"},
+            {"pool": "small", "players": [{"id": "k-d", "features": features(4)}], "idempotency_key": "key-2"}]})
+        out = batch.json()["tickets"]
+        assert out[0]["players"] == ["k-c"] and out[1]["error"]["field"] == "idempotency_key", batch.text
+
+
+def test_unknown_paths_and_methods_answer_in_the_error_shape(tmp_path, live):
+    srv = live(_runtime(tmp_path, start=False))
+    with client(srv.url) as c:
+        assert "/v1/nope" in _assert_names(c.get("/v1/nope"), "path", 404)
+        assert "PUT" in _assert_names(c.put("/v1/tickets"), "method", 405)
+        assert "POST" in _assert_names(c.post("/healthz"), "method", 405)

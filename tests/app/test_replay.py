@@ -201,3 +201,13 @@ def test_bench_waits_on_a_steady_stream_meets_the_target(tmp_path):
     assert "estimated_wait_s" in proc.stdout
     line = one_line_error(run("bench", "waits", "--pool", "nope", "--duration", "10"))
     assert "--pool" in line
+
+
+def test_generate_tickets_bounds_the_stream(tmp_path):
+    """--rate 1e12 wrote tickets until killed; a party larger than any ticket was accepted."""
+    line = one_line_error(run("generate-tickets", "--out", tmp_path / "s.jsonl", "--rate", "1e12", "--duration", "1"))
+    assert "--rate × --duration" in line and not (tmp_path / "s.jsonl").exists()
+    line = one_line_error(run("generate-tickets", "--out", tmp_path / "s.jsonl", "--max-party", "100",
+                              "--party-share", "0.5"))
+    assert "--max-party" in line
+    assert "--seed" in one_line_error(run("generate-tickets", "--out", tmp_path / "s.jsonl", "--seed", "-1"))

@@ -81,3 +81,37 @@ def test_instance_without_matching_model_is_an_input_error(example_paths):
     # the spec example has feature_dim 4: no shipped model matches, so a model file is required
     msg = one_line_error(run("solve", example_paths["instance"]))
     assert "engagement" in msg
+
+
+def test_hostile_files_and_options_exit_2_with_one_line(example_paths, tmp_path):
+    """Each of these ended in a traceback (exit 1) or was silently accepted before."""
+    inst, eng = example_paths["instance"], example_paths["engagement"]
+    latin1 = tmp_path / "latin1.json"
+    latin1.write_bytes(b'{"teams": "\xff"}')
+    assert "not UTF-8" in one_line_error(run("solve", latin1))
+    sigma = tmp_path / "sigma.json"
+    obj = json.loads(inst.read_text())
+    obj["players"][0]["sigma"] = 1e308  # EOMM squared it: OverflowError
+    sigma.write_text(json.dumps(obj))
+    assert "players[0].sigma" in one_line_error(run("solve", sigma, "--engagement", eng, "--method", "eomm"))
+    obj["players"][0].pop("sigma")
+    obj["players"][0]["peer_pings"] = [30]  # the Awesomenauts scorer called .items() on it
+    sigma.write_text(json.dumps(obj))
+    assert "players[0].peer_pings" in one_line_error(run("solve", sigma, "--engagement", eng, "--method",
+                                                         "local-search", "--objective", "awesomenauts"))
+    ragged = tmp_path / "ragged.json"
+    model = json.loads(eng.read_text())
+    model["player_layers"][0]["weight"][1].pop()
+    ragged.write_text(json.dumps(model))
+    assert "player_layers[0].weight[1]" in one_line_error(run("solve", inst, "--engagement", ragged))
+    assert "--seed" in one_line_error(run("solve", inst, "--engagement", eng, "--method", "random", "--seed", "-1"))
+    assert "--seed" in one_line_error(run("generate", "--preset", "3v3", "--count", "1", "--seed", "-1",
+                                          "--out", tmp_path / "g"))
+    assert "--count" in one_line_error(run("generate", "--preset", "3v3", "--count", str(10**30),
+                                           "--out", tmp_path / "g"))
+    assert "--time-limit-ms" in one_line_error(run("solve", inst, "--engagement", eng, "--time-limit-ms", "inf"))
+    assert "predictor" in one_line_error(run("solve", inst, "--engagement", eng, "--predictor", "3v3"))
+    wrong = tmp_path / "wrong-format.json"
+    wrong.write_text(json.dumps({"format": "mgmatch-instance/v1", "status": "feasible",
+                                 "teams": [["p01", "p02", "p05"], ["p03", "p06", "p07"]]}))
+    assert "format" in one_line_error(run("check", inst, wrong, "--engagement", eng))

@@ -86,3 +86,25 @@ def test_model_and_instance_must_agree(example_paths, mutate):
     inst = parse_instance(mutate(lambda o: [p.update(features=p["features"] + [0.0]) for p in o["players"]]))
     with pytest.raises(InvalidInput, match="feature_dim"):
         Problem(inst, model)
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        # a ragged weight matrix reached numpy before the shape check: "setting an array element with a sequence"
+        (lambda o: o["player_layers"][0]["weight"][1].pop(), "player_layers[0].weight[1]"),
+        (lambda o: o["head_layers"][1].update(weight=[]), "head_layers[1].weight"),
+        (lambda o: o.update(feature_dim="4"), "feature_dim"),
+        (lambda o: o["head_layers"][0]["weight"][0].__setitem__(0, True), "head_layers[0].weight[0][0]"),
+        # beyond float32: the batch evaluator overflowed and SCIP called a feasible instance infeasible
+        (lambda o: o["head_layers"][0]["bias"].__setitem__(0, 1e308), "head_layers[0].bias[0]"),
+        (lambda o: o.update(feature_scale=[1, 1e-300, 1, 1]), "feature_scale[1]"),
+    ],
+)
+def test_bad_models_name_the_field(example_paths, change, field):
+    obj = json.loads(example_paths["engagement"].read_text())
+    change(obj)
+    with pytest.raises(InvalidInput) as err:
+        parse_engagement(obj, "eng.json")
+    assert err.value.field == f"eng.json.{field}", str(err.value)
+    assert "Value error" not in str(err.value)

@@ -93,3 +93,63 @@ def test_unreadable_files_are_input_errors(tmp_path):
     (tmp_path / "broken.json").write_text("{")
     with pytest.raises(InvalidInput, match="not valid JSON"):
         read_json(tmp_path / "broken.json")
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [  # pydantic's lax mode read these as numbers; the spec's numbers are JSON numbers
+        (lambda o: o.update(teams="2"), "teams"),
+        (lambda o: o.update(team_size=True), "team_size"),
+        (lambda o: (o.pop("team_size"), o.update(team_sizes=[3, "3"])), "team_sizes[1]"),
+        (lambda o: o["players"][1]["features"].__setitem__(2, True), "players[1].features[2]"),
+        (lambda o: o["players"][1].update(skill="1500"), "players[1].skill"),
+        (lambda o: o["players"][1].update(pings={"eu": "20"}), "players[1].pings.eu"),
+        (lambda o: o["players"][1].update(waited_s=False), "players[1].waited_s"),
+    ],
+)
+def test_numbers_must_be_json_numbers(mutate, change, field):
+    with pytest.raises(InvalidInput) as err:
+        parse_instance(mutate(change))
+    assert err.value.field == field, str(err.value)
+
+
+def test_integral_floats_and_numpy_integers_are_integers(mutate):
+    import numpy as np
+
+    inst = parse_instance(mutate(lambda o: o.update(teams=2.0, team_size=np.int64(3))))
+    assert inst.teams == 2 and inst.sizes == (3, 3)
+
+
+@pytest.mark.parametrize(
+    "extra, field",
+    [  # optional player fields the solvers read (EOMM, the Awesomenauts score): checked on reading
+        ({"sigma": 1e308}, "players[2].sigma"),  # EOMM squared it: OverflowError, HTTP 500
+        ({"sigma": -1}, "players[2].sigma"),
+        ({"games_per_day": "often"}, "players[2].games_per_day"),
+        ({"recent": "WWL"}, "players[2].recent"),
+        ({"recent": ["W", "win"]}, "players[2].recent[1]"),
+        ({"peer_pings": [30]}, "players[2].peer_pings"),  # the scorer called .items() on it
+        ({"peer_pings": {"p01": -5}}, "players[2].peer_pings.p01"),
+        ({"previous": [1]}, "players[2].previous"),
+        ({"previous": {"opponents": 7}}, "players[2].previous.opponents"),
+    ],
+)
+def test_optional_fields_solvers_read_name_the_field(mutate, extra, field):
+    with pytest.raises(InvalidInput) as err:
+        parse_instance(mutate(lambda o: o["players"][2].update(extra)))
+    assert err.value.field == field, str(err.value)
+
+
+def test_optional_fields_are_kept_as_given(mutate):
+    extra = {"sigma": 80, "games_per_day": 2.5, "recent": ["W", "D", "L"], "peer_pings": {"p01": 30},
+             "previous": {"teammates": ["p01"], "opponents": []}, "note": {"free": ["form"]}}
+    inst = parse_instance(mutate(lambda o: o["players"][2].update(extra)))
+    assert {k: inst.players[2].model_extra[k] for k in extra} == extra
+
+
+def test_a_file_that_is_not_utf8_is_an_input_error(tmp_path):
+    p = tmp_path / "latin1.json"
+    p.write_bytes(b'{"teams": "\xff"}')
+    with pytest.raises(InvalidInput, match="not UTF-8") as err:
+        read_json(p)
+    assert err.value.field == str(p)

@@ -139,11 +139,12 @@ def test_a_non_finite_embedding_or_objective_is_invalid_input_never_nan(example_
     team_of = np.array([0, 0, 0, 1, 1, 1, -1, -1])
     sane = Problem(inst, _model(dim, [(0.5, 0.0)], 1.0))
     assert np.isfinite(sane.objective(team_of))
-    overflow_embedding = Problem(inst, _model(dim, [(0.0, 1e200), (1e200, 0.0)], 1.0))
+    # weights within MAX_ABS_WEIGHT (1e6) overflow float64 only through depth: ×2e6 per layer of width 2
+    overflow_embedding = Problem(inst, _model(dim, [(0.0, 1e6)] + [(1e6, 0.0)] * 50, 1.0))
     with pytest.raises(InvalidInput) as err:
         _ = overflow_embedding.embeddings
     assert err.value.field == "players[0].features"
-    overflow_head = Problem(inst, _model(dim, [(0.0, 1e300)], 1e10))
+    overflow_head = Problem(inst, _model(dim, [(0.0, 1e6)] + [(1e6, 0.0)] * 47, 1e6))  # embeddings ~1.4e302
     assert np.isfinite(overflow_head.embeddings).all()
     with pytest.raises(InvalidInput) as err:
         overflow_head.objective(team_of)

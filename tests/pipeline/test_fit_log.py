@@ -212,3 +212,11 @@ def test_empty_log_and_missing_file_are_exit_2(tmp_path, capsys):
     code, _, err = _cli(capsys, "fit-engagement", "--logs", tmp_path / "empty.jsonl", "--head-layers", "8,x",
                         "--out", tmp_path / "e.json")
     assert code == 2 and "--head-layers" in err
+
+
+def test_an_empty_log_file_with_progress_bars_is_exit_2_with_one_line(tmp_path, capsys):
+    """A zero-byte log: the progress bar had no total, and ``if bar:`` raised tqdm's TypeError."""
+    (tmp_path / "zero.jsonl").write_bytes(b"")
+    code, _, err = _cli(capsys, "fit-engagement", "--logs", tmp_path / "zero.jsonl", "--out", tmp_path / "e.json")
+    assert code == 2 and "no matches" in err and not (tmp_path / "e.json").exists()
+    assert len(err.strip().splitlines()) == 1, err
