@@ -60,6 +60,7 @@ class LogFitConfig:
     player_hidden: tuple[int, ...] = (64, 32)
     embed_dim: int = 12
     head_hidden: tuple[int, ...] = (16,)
+    head_l1: float = 0.0
     threads: int = 1
     name: str | None = None
 
@@ -79,6 +80,7 @@ class FitConfig:
     player_hidden: tuple[int, ...] = (64, 32)
     embed_dim: int = 12
     head_hidden: tuple[int, ...] = (16,)
+    head_l1: float = 0.0
     threads: int = 1
     write_log: str | None = None        # keep the simulated training log here (else a temp file)
 
@@ -112,6 +114,8 @@ def _check_arch(epochs: int, batch: int, lr: float, embed_dim: int, player_hidde
 
 def _check_log_cfg(cfg: LogFitConfig) -> None:
     _check_arch(cfg.epochs, cfg.batch, cfg.lr, cfg.embed_dim, cfg.player_hidden, cfg.head_hidden)
+    if not (math.isfinite(cfg.head_l1) and cfg.head_l1 >= 0):
+        raise InvalidInput("head_l1", f"must be a finite number ≥ 0, got {cfg.head_l1}")
     if not 0.0 < cfg.holdout_share < 1.0:
         raise InvalidInput("holdout_share", f"must lie in (0, 1), got {cfg.holdout_share!r}")
     if not 0.0 <= cfg.val_share < 1.0:
@@ -217,7 +221,8 @@ def fit_log(logs: list[str | Path], cfg: LogFitConfig, *, holdout_logs: list[str
                            if cfg.patience else None),
         "curve": fit_info["curve"],
         "batch": cfg.batch, "lr": cfg.lr, "threads": cfg.threads,
-        "loss": "mse",
+        "loss": "mse" if not cfg.head_l1 else f"mse + {cfg.head_l1:g}·Σ|head weights| (on the normalized target)",
+        "head_l1": cfg.head_l1,
         "target": "engagement (as logged)",
         "architecture": net.architecture(),
         "train": _short(metrics(predict(net, data, sample), data.y[sample])),
@@ -270,6 +275,8 @@ def _train(data: MatchData, train_idx: np.ndarray, val_idx: np.ndarray, cfg: Log
                 idx = np.sort(order[s:s + cfg.batch])
                 xb, mb = _tensors(data, idx)
                 loss = torch.mean((net.raw(xb, mb) - y[idx]) ** 2)
+                if cfg.head_l1:
+                    loss = loss + cfg.head_l1 * sum(m.weight.abs().sum() for m in net.head if isinstance(m, torch.nn.Linear))
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
@@ -357,6 +364,8 @@ def _check(cfg: FitConfig) -> None:
     for name in ("matches", "holdout_matches", "threads"):
         _positive_int(name, getattr(cfg, name))
     _check_arch(cfg.epochs, cfg.batch, cfg.lr, cfg.embed_dim, cfg.player_hidden, cfg.head_hidden)
+    if not (math.isfinite(cfg.head_l1) and cfg.head_l1 >= 0):
+        raise InvalidInput("head_l1", f"must be a finite number ≥ 0, got {cfg.head_l1}")
 
 
 def _write_log(path: Path, lines) -> None:
@@ -384,7 +393,7 @@ def fit(cfg: FitConfig, command: str | None = None, progress: bool = False) -> F
         t_sim = time.perf_counter() - t0
         log_cfg = LogFitConfig(epochs=cfg.epochs, seed=cfg.seed, val_share=0.0, patience=0, batch=cfg.batch, lr=cfg.lr,
                                player_hidden=cfg.player_hidden, embed_dim=cfg.embed_dim, head_hidden=cfg.head_hidden,
-                               threads=cfg.threads, name=cfg.preset)
+                               head_l1=cfg.head_l1, threads=cfg.threads, name=cfg.preset)
         cmd = command or (f"mgmatch fit-engagement --preset {cfg.preset} --matches {cfg.matches} "
                           f"--epochs {cfg.epochs} --seed {cfg.seed}")
         res = fit_log([train_log], log_cfg, holdout_logs=[hold_log], command=cmd, progress=progress,

@@ -99,6 +99,34 @@ def test_bad_fit_config_is_invalid_input():
         fit(FitConfig("3v3", matches=10, epochs=1, head_hidden=(512,)))
 
 
+def _head_l1_norm(net) -> float:
+    return float(sum(m.weight.abs().sum() for m in net.head if isinstance(m, torch.nn.Linear)))
+
+
+def test_head_l1_makes_a_sparser_head_that_still_fits_and_is_recorded(quick):
+    torch.set_num_threads(1)
+    sparse = fit(FitConfig("3v3", matches=4000, epochs=5, seed=3, players=4000, holdout_matches=1000, batch=64,
+                           head_l1=3e-3))
+    # the same data, seed and schedule: only the penalty differs
+    assert _head_l1_norm(sparse.net) < 0.8 * _head_l1_norm(quick.net)
+    h = sparse.record["holdout"]
+    assert h["mse"] < 0.5 * h["target_var"], h
+    assert sparse.record["head_l1"] == 3e-3 and "Σ|head weights|" in sparse.record["loss"]
+    assert quick.record["head_l1"] == 0.0 and quick.record["loss"] == "mse"
+
+
+def test_bad_head_l1_is_invalid_input(tmp_path, capsys):
+    for bad in (-1e-3, float("nan"), float("inf")):
+        with pytest.raises(InvalidInput) as ex:
+            fit(FitConfig("3v3", matches=10, epochs=1, head_l1=bad))
+        assert ex.value.field == "head_l1"
+    with pytest.raises(SystemExit) as ex:
+        main(["fit-engagement", "--preset", "3v3", "--head-l1", "-0.1", "--out", str(tmp_path / "x.json")])
+    err = capsys.readouterr().err
+    assert ex.value.code == 2 and len(err.strip().splitlines()) == 1 and "--head-l1" in err
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_preset_fit_cli_writes_a_model_and_its_log_and_rejects_bad_input(tmp_path, capsys):
     out, log = tmp_path / "m.json", tmp_path / "sim.jsonl"
     with pytest.raises(SystemExit) as ex:
