@@ -84,14 +84,20 @@ class Space:
             else:
                 blocks.append(len(members))
                 singles -= len(members)
-        if need < 0:
+        total = sum(blocks) + singles
+        if need < 0 or need > total:
             return 0
+        # Π(1 + z^size) is palindromic: benching `need` of them ≡ keeping the other total − need, so
+        # the smaller side is counted (a 9,600-candidate pool took 31 s over the bench side, whose
+        # degree grows with the pool; the kept side is about the team slots)
+        need = min(need, total - need)
         poly = np.zeros(need + 1, dtype=object)
         poly[0] = 1
-        for size in blocks + [1] * singles:
+        for size in blocks:
             if size <= need:
                 poly[size:] = poly[size:] + poly[:need + 1 - size]
-        return int(poly[need]) * multinomial(self.sizes)
+        # the singles at once: z^k from (1 + z)^singles comes C(singles, k) ways
+        return sum(int(poly[need - k]) * math.comb(singles, k) for k in range(need + 1)) * multinomial(self.sizes)
 
 
 def multinomial(sizes: tuple[int, ...] | list[int]) -> int:

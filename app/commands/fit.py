@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import bench_app, cli, emit, fail
+from mgmatch.app.cli import bench_app, cli, emit, fail, seed_option
 from mgmatch.core.presets import PRESETS
 
 
@@ -39,7 +39,7 @@ def fit_cmd(
     logs: Annotated[list[Path] | None, typer.Option("--logs", help="Match log (JSON Lines, spec §5; .gz too). "
                                                     "Repeat for several files.")] = None,
     preset: Annotated[str | None, typer.Option(help=f"Or simulate a preset's history: {', '.join(PRESETS)}.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the split, the shuffling and the initialization "
+    seed: Annotated[int, seed_option("--seed", help="Seed of the split, the shuffling and the initialization "
                                            "(and of the simulated world with --preset).")] = 0,
     epochs: Annotated[int | None, typer.Option(help="Most epochs (default 30 with --logs, 20 with --preset).")] = None,
     patience: Annotated[int, typer.Option(help="Early stopping: stop after this many epochs without a better "
@@ -74,6 +74,10 @@ def fit_cmd(
 ) -> None:
     if (preset is None) == (not logs):
         fail("give exactly one of --logs and --preset")
+    if out.is_dir():
+        fail(f"--out: {str(out)!r} is a directory; give the model file to write")
+    if not out.parent.is_dir():
+        fail(f"--out: no such directory {str(out.parent)!r}")
     if head_hidden is not None and head_layers is not None:
         fail("give --head-layers or --head-hidden, not both")
     head = _widths("--head-layers", head_layers if head_hidden is None else str(head_hidden), (16,))
@@ -107,7 +111,7 @@ def fit_cmd(
     for p in [*logs, *(holdout_logs or [])]:  # type: ignore[misc]
         if not p.is_file():
             fail(f"--logs: no such file {str(p)!r}")
-    from mgmatch.pipeline.fit_engagement import LogFitConfig, fit_log, write
+    from mgmatch.pipeline.fit_engagement import LogFitConfig, fit_log
 
     n_epochs = epochs or 30
     cfg = LogFitConfig(epochs=n_epochs, seed=seed, holdout_share=holdout_share, val_share=val_share,
@@ -123,11 +127,21 @@ def fit_cmd(
            + (f" --name {shlex.quote(name)}" if name else "") + f" --out {shlex.quote(str(out))}")
     result = fit_log(list(logs), cfg, holdout_logs=list(holdout_logs) if holdout_logs else None,  # type: ignore[arg-type]
                      command=cmd, progress=not quiet)
-    write(result, out, plot)
+    _write(result, out, plot)
     r = result.record
     emit({"out": str(out), "teams": r["teams"], "feature_dim": r["feature_dim"], "matches": r["matches"],
           "holdout": r["holdout"], "epochs_run": r["epochs_run"], "best_epoch": r["best_epoch"],
           "seconds": r["seconds"], **({"plot": str(plot)} if plot else {})})
+
+
+def _write(result, out: Path, plot: Path | None) -> None:
+    """Write the fitted model (and the plot), or exit 2 naming the file that cannot be written."""
+    from mgmatch.pipeline.fit_engagement import write
+
+    try:
+        write(result, out, plot)
+    except OSError as e:
+        fail(f"--out: cannot write {str(e.filename or out)!r}: {e.strerror or e}")
 
 
 def _fit_preset(preset: str, out: Path, seed: int, epochs: int, matches: int, players: int | None, holdout: int,
@@ -140,7 +154,7 @@ def _fit_preset(preset: str, out: Path, seed: int, epochs: int, matches: int, pl
             fail(f"{flag} must be ≥ 1, got {v}")
     if players is not None and players < 2 * PRESETS[preset].team_size * PRESETS[preset].teams:
         fail(f"--players must be ≥ {2 * PRESETS[preset].team_size * PRESETS[preset].teams}, got {players}")
-    from mgmatch.pipeline.fit_engagement import FitConfig, fit, write
+    from mgmatch.pipeline.fit_engagement import FitConfig, fit
 
     cmd = (f"mgmatch fit-engagement --preset {preset} --matches {matches} --epochs {epochs} --seed {seed}"
            + (f" --players {players}" if players is not None else "")
@@ -151,7 +165,7 @@ def _fit_preset(preset: str, out: Path, seed: int, epochs: int, matches: int, pl
                     batch=batch, lr=float(lr), player_hidden=player, embed_dim=embed_dim, head_hidden=head,
                     head_l1=head_l1, threads=threads, write_log=str(write_log) if write_log else None)
     result = fit(cfg, command=cmd, progress=not quiet)
-    write(result, out, plot)
+    _write(result, out, plot)
     emit({"out": str(out), "holdout": result.record["holdout"], "seconds": result.record["seconds"]})
 
 
@@ -162,7 +176,7 @@ def fidelity_cmd(
     preset: Annotated[str, typer.Option(help="Preset (3v3: pools small enough to enumerate).")] = "3v3",
     model: Annotated[Path | None, typer.Option(help="Engagement model file (default: the shipped one).")] = None,
     count: Annotated[int, typer.Option(help="Number of instances.")] = 30,
-    seed: Annotated[int, typer.Option(help="Seed of the generated instances.")] = 0,
+    seed: Annotated[int, seed_option("--seed", help="Seed of the generated instances.")] = 0,
 ) -> None:
     if preset not in PRESETS:
         fail(f"--preset: unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import bench_app, cli, emit, fail
+from mgmatch.app.cli import bench_app, cli, emit, fail, seed_option
 
 _ARCHS = ("mgmatch", "bgcn", "bgcn-bigm", "bgcn-lc", "bgcn-te")
 
@@ -22,7 +22,7 @@ def train_cmd(
     out: Annotated[Path, typer.Option("--out", help="Output directory (metrics.jsonl, checkpoint.pt, model.onnx, model.json).")],
     arch: Annotated[str, typer.Option("--arch", help="mgmatch | bgcn | bgcn-bigm | bgcn-lc | bgcn-te")] = "mgmatch",
     epochs: Annotated[int, typer.Option("--epochs", help="Epochs in all (first --lr-switch share at --lr, the rest at 3e-6).")] = 20,
-    seed: Annotated[int, typer.Option("--seed", help="Seed: split, shuffling, initialization.")] = 0,
+    seed: Annotated[int, seed_option("--seed", help="Seed: split, shuffling, initialization.")] = 0,
     limit: Annotated[int | None, typer.Option("--limit", help="Use at most this many labelled instances.")] = None,
     only_optimal: Annotated[bool, typer.Option("--only-optimal", help="Keep only labels proven optimal.")] = False,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Graphs per mini-batch.")] = 32,
@@ -66,7 +66,7 @@ def bench_predictor_cmd(
     predictor: Annotated[str, typer.Option("--predictor", help="Shipped name (3v3, 12v12, 3v3-bgcn, …) or an .onnx path.")] = "3v3",
     preset: Annotated[str | None, typer.Option("--preset", help="Generate instances of this preset (default: the predictor's).")] = None,
     count: Annotated[int, typer.Option("--count", help="Instances to time.")] = 200,
-    seed: Annotated[int, typer.Option("--seed", help="Generator seed.")] = 0,
+    seed: Annotated[int, seed_option("--seed", help="Generator seed.")] = 0,
     batch: Annotated[int, typer.Option("--batch", help="Problems per predict() call.")] = 1,
     threads: Annotated[int, typer.Option("--threads", help="onnxruntime CPU threads.")] = 1,
     data: Annotated[Path | None, typer.Option("--data", help="Labelled dataset: also report BCE / accuracy / top-K hit rate.")] = None,

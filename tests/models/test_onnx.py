@@ -205,6 +205,15 @@ def test_train_refuses_a_device_it_cannot_use_with_exit_2_and_one_line(device, t
     assert not out.exists()  # refused before any training or output
 
 
+@pytest.mark.parametrize("seed", ["-1", str(2**31)])
+def test_train_refuses_a_seed_out_of_range_with_exit_2_and_one_line(seed, tmp_path, capsys):
+    out = tmp_path / "run"
+    code, stdout, stderr = _cli(capsys, "train", "--data", tmp_path, "--out", out, "--epochs", "1", "--quiet",
+                                "--seed", seed)
+    assert code == 2 and stdout == "" and len(stderr.strip().splitlines()) == 1 and "--seed" in stderr, stderr
+    assert not out.exists()
+
+
 def test_train_config_device_is_checked_before_training():
     from mgmatch.models.train import TrainConfig, resolve_device, train
 

@@ -100,7 +100,7 @@ def test_bad_fit_config_is_invalid_input():
 
 
 def _head_l1_norm(net) -> float:
-    return float(sum(m.weight.abs().sum() for m in net.head if isinstance(m, torch.nn.Linear)))
+    return float(sum(float(m.weight.detach().abs().sum()) for m in net.head if isinstance(m, torch.nn.Linear)))
 
 
 def test_head_l1_makes_a_sparser_head_that_still_fits_and_is_recorded(quick):
@@ -125,6 +125,23 @@ def test_bad_head_l1_is_invalid_input(tmp_path, capsys):
     err = capsys.readouterr().err
     assert ex.value.code == 2 and len(err.strip().splitlines()) == 1 and "--head-l1" in err
     assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize("args, names", [
+    (["--seed", "-1"], "--seed"),
+    (["--out", "{tmp}"], "--out"),                        # a directory
+    (["--out", "{tmp}/missing/m.json"], "--out"),         # no such directory
+])
+def test_fit_cli_refuses_a_bad_seed_or_out_before_fitting(tmp_path, capsys, args, names):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    base = ["fit-engagement", "--preset", "3v3", "--matches", "50", "--epochs", "1", "--quiet"]
+    if "--out" not in args:
+        base += ["--out", str(tmp_path / "m.json")]
+    with pytest.raises(SystemExit) as ex:
+        main(base + args)
+    err = capsys.readouterr().err
+    assert ex.value.code == 2 and len(err.strip().splitlines()) == 1 and names in err, err
+    assert not (tmp_path / "m.json").exists()
 
 
 def test_preset_fit_cli_writes_a_model_and_its_log_and_rejects_bad_input(tmp_path, capsys):

@@ -290,6 +290,59 @@ def test_count_assignments_is_exact():
     assert count_assignments(p) == 28 * multinomial([3, 3]) == 28 * 20
 
 
+def _bench_side_count(sp) -> int:
+    """The count as first written: the bench side's generating polynomial, one factor at a time."""
+    in_free = np.zeros(sp.n, dtype=bool)
+    in_free[sp.free] = True
+    in_pool = np.zeros(sp.n, dtype=bool)
+    in_pool[sp.pool] = True
+    need, singles, blocks = sp.n_bench, int(in_free.sum()), []
+    for members in sp.parties:
+        if not in_pool[members].all():
+            if not in_free[members][in_pool[members]].all():
+                return 0
+            need -= int(in_pool[members].sum())
+            singles -= int(in_pool[members].sum())
+        elif not in_free[members].all():
+            singles -= int(in_free[members].sum())
+        else:
+            blocks.append(len(members))
+            singles -= len(members)
+    if need < 0:
+        return 0
+    poly = [1] + [0] * need
+    for size in blocks + [1] * singles:
+        for k in range(need, size - 1, -1):
+            poly[k] += poly[k - size]
+    return poly[need] * multinomial(sp.sizes)
+
+
+def test_count_assignments_counts_the_small_side_of_big_pools():
+    """Counting the kept players instead of the benched ones (the polynomial is palindromic) gives the
+    same number, parties, include and never-selectable players included; on a pool of thousands it is
+    the closed form (a 9,600-candidate pool took 31 s over the bench side)."""
+    from mgmatch.solvers.enumerate import Space
+
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        n = int(rng.integers(8, 60))
+        sizes = tuple(int(k) for k in rng.integers(1, 5, size=int(rng.integers(2, 4))))
+        pool = np.flatnonzero(rng.random(n) < 0.9)
+        must = rng.random(len(pool)) < 0.1
+        free = pool[~must]
+        perm = rng.permutation(n)
+        parties, at = [], 0
+        while at < n - 3 and len(parties) < 6:
+            k = int(rng.integers(2, 4))
+            parties.append(np.sort(perm[at:at + k]))
+            at += k
+        sp = Space(n, sizes, pool, free, len(pool) - sum(sizes), parties)
+        assert sp.count() == _bench_side_count(sp)
+    big = Space(5000, (12, 12), np.arange(5000), np.arange(5000), 5000 - 24, [])
+    assert big.count() == math.comb(5000, 24) * multinomial((12, 12))
+    assert Space(30, (3, 3), np.arange(30), np.arange(30), 31, []).count() == 0  # more benched than there are
+
+
 def test_enumerate_respects_the_budget():
     """A space far too big to finish: best-so-far ``feasible`` (no bound) or ``no_solution``."""
     p = random_problem(3, 3, [4, 4, 4], 18, [])
