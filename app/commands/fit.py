@@ -76,8 +76,6 @@ def fit_cmd(
         fail("give exactly one of --logs and --preset")
     if out.is_dir():
         fail(f"--out: {str(out)!r} is a directory; give the model file to write")
-    if not out.parent.is_dir():
-        fail(f"--out: no such directory {str(out.parent)!r}")
     if head_hidden is not None and head_layers is not None:
         fail("give --head-layers or --head-hidden, not both")
     head = _widths("--head-layers", head_layers if head_hidden is None else str(head_hidden), (16,))

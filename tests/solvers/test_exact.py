@@ -407,24 +407,25 @@ def test_time_limited_scip_returns_checked_answer_with_bound(method):
 
 
 def test_scip_runs_default_primal_heuristics_where_no_proof_fits_the_budget(monkeypatch):
-    """The `exact` preset's fast heuristics (tuned for proofs) kept SCIP on its first incumbent of a
-    12v12-deep pool for a whole second; where the runtime predictor expects no proof within the time
-    left (and at least PRIMAL_MIN_LEFT_S is left), SCIP runs its default heuristics and ends higher."""
+    """Where the runtime predictor expects no proof within the time left (and at least
+    PRIMAL_MIN_LEFT_S is left), SCIP runs its default heuristics instead of the `exact` preset's fast
+    ones, and still answers. (With the unpenalized 12v12-deep head the fast heuristics kept SCIP on its
+    first incumbent for a whole second: 17.19 against 18.87. With the sparse head shipped since,
+    8 pools of seed 1000003: at 100 ms the default heuristics answered 6 against 4, at 500 ms the
+    mean where both answered was 0.05 lower; no longer a clear gain.)"""
     import mgmatch.solvers.exact as ex
+    from mgmatch.core.solution import team_of_from_teams
     from mgmatch.pipeline.bench_quality import problems_for
     from mgmatch.solvers.base import Budget, get_solver
 
     deep = problems_for("12v12-deep", 6, 1000003)[5]
     small = problems_for("3v3", 1, 1000003)[0]
     scip = get_solver("scip")
-    fast_objective = None
     for flag in (False, True):
         monkeypatch.setattr(ex, "PRIMAL_HEURISTICS", flag)
         sol = scip.solve(deep, Budget.of(500))
-        assert scip.last_stats["primal_heuristics"] is flag and sol.status == "feasible"
-        if not flag:
-            fast_objective = sol.objective
-    assert sol.objective > fast_objective + 0.1  # measured 18.87 against 17.19 at 1 s, 18.73 at 100 ms
+        assert scip.last_stats["primal_heuristics"] is flag and sol.status in ("feasible", "optimal")
+        assert sol.objective == pytest.approx(deep.objective(team_of_from_teams(deep.instance, sol.teams)))
     scip.solve(deep, Budget.of(45))  # too little left after the build: the fast heuristics stay
     assert scip.last_stats.get("primal_heuristics") in (False, None)
     scip.solve(small, Budget.of(5000))  # a proof is expected in time: the preset as tuned
