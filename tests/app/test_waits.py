@@ -47,6 +47,9 @@ def test_wait_inputs_read_place_queue_players_and_throughput(store):
     assert first.rank == 0 and first.queued_tickets == 5 and first.live_players == 7 and first.live_tickets == 5
     assert first.rate is None  # no matches yet
     assert store.wait_inputs("p", party[1]).rank == 4
+    # both matches in one wall-clock second: start just after a second turns (on a slow machine the two
+    # calls to a cluster once straddled a boundary, and two seconds of matches give a rate)
+    time.sleep((1.0 - time.time() % 1.0) % 1.0 + 0.02)
     store.record_matched("p", 6)
     store.record_matched("p", 6)
     assert store.wait_inputs("p", solo[0]).rate is None  # matches in one second only: still unknown
