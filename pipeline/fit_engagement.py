@@ -99,7 +99,8 @@ def _positive_int(name: str, v: Any) -> None:
         raise InvalidInput(name, f"must be a positive integer, got {v!r}")
 
 
-def _check_arch(epochs: int, batch: int, lr: float, embed_dim: int, player_hidden, head_hidden) -> None:
+def _check_arch(epochs: int, batch: int, lr: float, embed_dim: int, player_hidden, head_hidden,
+                head_l1: float) -> None:
     for name, v in (("epochs", epochs), ("batch", batch), ("embed_dim", embed_dim)):
         _positive_int(name, v)
     if not (isinstance(lr, float) and math.isfinite(lr) and lr > 0):
@@ -110,12 +111,12 @@ def _check_arch(epochs: int, batch: int, lr: float, embed_dim: int, player_hidde
     if len(head_hidden) > 4 or any(w > 256 for w in head_hidden):
         raise InvalidInput("head_layers", "at most 4 hidden head layers of at most 256 neurons "
                                           "(the exact MIP spends one binary per unstable head neuron)")
+    if not (math.isfinite(head_l1) and head_l1 >= 0):
+        raise InvalidInput("head_l1", f"must be a finite number ≥ 0, got {head_l1}")
 
 
 def _check_log_cfg(cfg: LogFitConfig) -> None:
-    _check_arch(cfg.epochs, cfg.batch, cfg.lr, cfg.embed_dim, cfg.player_hidden, cfg.head_hidden)
-    if not (math.isfinite(cfg.head_l1) and cfg.head_l1 >= 0):
-        raise InvalidInput("head_l1", f"must be a finite number ≥ 0, got {cfg.head_l1}")
+    _check_arch(cfg.epochs, cfg.batch, cfg.lr, cfg.embed_dim, cfg.player_hidden, cfg.head_hidden, cfg.head_l1)
     if not 0.0 < cfg.holdout_share < 1.0:
         raise InvalidInput("holdout_share", f"must lie in (0, 1), got {cfg.holdout_share!r}")
     if not 0.0 <= cfg.val_share < 1.0:
@@ -363,9 +364,7 @@ def _check(cfg: FitConfig) -> None:
     get_preset(cfg.preset)
     for name in ("matches", "holdout_matches", "threads"):
         _positive_int(name, getattr(cfg, name))
-    _check_arch(cfg.epochs, cfg.batch, cfg.lr, cfg.embed_dim, cfg.player_hidden, cfg.head_hidden)
-    if not (math.isfinite(cfg.head_l1) and cfg.head_l1 >= 0):
-        raise InvalidInput("head_l1", f"must be a finite number ≥ 0, got {cfg.head_l1}")
+    _check_arch(cfg.epochs, cfg.batch, cfg.lr, cfg.embed_dim, cfg.player_hidden, cfg.head_hidden, cfg.head_l1)
 
 
 def _write_log(path: Path, lines) -> None:
