@@ -420,9 +420,10 @@ def test_reused_instances_are_retired_and_never_transformed_back():
 
 
 def test_scip_started_from_a_heuristic_answer_never_ends_below_it():
-    """12v12-deep's engagement MIP (two hidden layers of 64) does not close in half a second; SCIP
-    started from a `surrogate` answer returns that answer or better (before the start was read under
-    the exact preset, it returned its own, several percent lower)."""
+    """12v12-deep's engagement MIP (two hidden layers of 64, sparse head) takes SCIP 0.3-0.9 s to
+    prove; at 150 ms it is cut off, and SCIP started from a `surrogate` answer returns that answer or
+    better (before the start was read under the exact preset, it returned its own, several percent
+    lower). A machine fast enough to prove the pool in time must still end no lower."""
     from mgmatch.core.presets import generate_instances, resolve_model
     from mgmatch.core.solution import team_of_from_teams
     from mgmatch.solvers.base import Budget, get_solver, make_solver
@@ -433,5 +434,5 @@ def test_scip_started_from_a_heuristic_answer_never_ends_below_it():
     first = make_solver("surrogate").solve(pr, Budget.of(200))
     assert first.has_assignment
     start = team_of_from_teams(inst, first.teams)
-    sol = get_solver("scip").solve(pr, Budget.of(500), start=start)
-    assert sol.status == "feasible" and sol.objective >= first.objective - 1e-9
+    sol = get_solver("scip").solve(pr, Budget.of(150), start=start)
+    assert sol.status in ("feasible", "optimal") and sol.objective >= first.objective - 1e-9
