@@ -59,6 +59,15 @@ class Problem:
     def checker(self) -> Checker:
         return Checker(self.instance)
 
+    def forget_solves(self) -> None:
+        """Drop what solves left on this problem (``extra``, e.g. the move scorer, and the checker's
+        remembered verdicts), keeping the encoding (embeddings, compiled rules, checker) that the
+        service computes before a solve's budget starts: a benchmark times each method from the
+        same state, as the service meets each pool once."""
+        self.extra.clear()
+        if "checker" in self.__dict__:
+            self.checker.__dict__.pop("_feasible_memo", None)
+
     def objective(self, team_of: np.ndarray) -> float:
         """The engagement of one assignment.
 

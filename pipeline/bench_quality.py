@@ -166,7 +166,10 @@ def _gap(obj: float | None, ref: float | None) -> float | None:
 
 
 def run_once(solver: Solver, problem: Problem, method: str, index: int, time_limit_ms: float) -> Run:
-    """One timed solve; the answer is re-checked by the checker here."""
+    """One timed solve, from the state the service starts a solve in (the pool encoded, nothing an
+    earlier solve of it built: :meth:`~mgmatch.core.problem.Problem.forget_solves`); the answer is
+    re-checked by the checker here."""
+    problem.forget_solves()
     t0 = time.perf_counter()
     sol = solver.solve(problem, Budget.of(time_limit_ms))
     ms = (time.perf_counter() - t0) * 1e3

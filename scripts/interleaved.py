@@ -11,11 +11,13 @@ Usage: ``python scripts/interleaved.py --preset 12v12-deep --budgets 20,50,100 [
 [--repeat 2] [--methods mgmatch,surrogate] [--seed 1000003] [--exact-time-limit-s 10]
 [--pool-size 90,100] [--gate models/shipped/12v12-deep.json]``.
 
-``--gate SIDECAR`` (methods ``mgmatch,surrogate``) measures the trained predictor with its sidecar's
-gate ignored and writes the verdict into that sidecar as ``gate``: ``{"use": "gradient"}`` when, at
-some budget where the network ran in at least half of MGMatch's solves, MGMatch was behind
-``surrogate`` (the same solver with the engagement gradient as P) on average; else ``"network"``.
-MGMatch then never runs a gated-out network (:mod:`mgmatch.solvers.mgmatch`).
+``--gate SIDECAR`` (methods ``mgmatch,surrogate``) measures the trained predictor as a gate of
+``network`` at every budget would run it (when it fits half the time left, see
+:func:`mgmatch.solvers.policy.gate_verdict`) and writes a verdict per budget into that sidecar as
+``gate``: ``network`` at a budget where the network ran in at least half of MGMatch's solves, MGMatch
+answered as many pools as ``surrogate`` (the same solver with the engagement gradient as P), and its
+mean gap minus ``surrogate``'s over the pools both answered is below 0; else ``gradient``. MGMatch
+then follows the verdict at the measured budget nearest each solve's (:mod:`mgmatch.solvers.mgmatch`).
 The reference per pool is the ``exact`` solver's answer within the time limit, or the best answer
 any solve found when that is better (12v12-deep's exact solves do not finish in 10 s).
 """
@@ -60,8 +62,9 @@ def main() -> None:
     exact = get_solver("exact")
     refs = [exact.solve(p, Budget.of(args.exact_time_limit_s * 1e3)).objective for p in problems]
     solvers = {m: make_solver(m, problems[0], seed=args.seed) for m in methods}
-    if args.gate is not None:  # measure the network itself, whatever the sidecar says now
-        solvers["mgmatch"].predictor.gate = None
+    if args.gate is not None:  # measure the network as a `network` verdict would run it, whatever the sidecar says now
+        solvers["mgmatch"].predictor.gate = {"use": "network",
+                                             "by_budget_ms": {f"{b:g}": {"use": "network"} for b in budgets}}
     for p in problems[:4]:  # warm-up: the first calls stay out of the numbers
         for b in budgets:
             for s in solvers.values():
@@ -74,6 +77,7 @@ def main() -> None:
         for i, p in enumerate(problems):
             for b in budgets:
                 for m in (methods if (i + r) % 2 == 0 else methods[::-1]):
+                    p.forget_solves()  # each solve from the state the service meets a pool in
                     sol = solvers[m].solve(p, Budget.of(b))
                     objs[(m, b)].append(sol.objective)
                     stats[(m, b)].append(sol.stats)
@@ -101,9 +105,15 @@ def main() -> None:
         if args.gate is not None:
             version = getattr(solvers["mgmatch"].predictor, "version", None)
             ran = float(np.mean([s.get("predictor_used") == version for s in stats[("mgmatch", b)]]))
-            verdict[f"{b:g}"] = {"diff_points": round(100 * float(d.mean()), 4),
+            answered = {m: float(np.mean(gaps[m] < 1.0)) for m in methods}
+            ahead = (ran >= 0.5 and d.size > 0 and float(d.mean()) < 0
+                     and answered["mgmatch"] >= answered["surrogate"])
+            verdict[f"{b:g}"] = {"use": "network" if ahead else "gradient",
+                                 "diff_points": round(100 * float(d.mean()), 4),
                                  "se_points": round(100 * float(se), 4), "pairs": int(d.size),
-                                 "network_ran": round(ran, 3)}
+                                 "network_ran": round(ran, 3),
+                                 "answered": {m: round(v, 4) for m, v in answered.items()},
+                                 "mean_gap_pct": {m: round(100 * float(gaps[m].mean()), 4) for m in methods}}
         for m in methods:
             first = Counter(s.get("repair_first", "-") for s in stats[(m, b)])
             skipped = Counter(s.get("repair_skipped", "-") for s in stats[(m, b)])
@@ -114,18 +124,22 @@ def main() -> None:
 
 
 def write_gate(sidecar: Path, verdict: dict, args: argparse.Namespace) -> None:
-    """The gate into the sidecar: gradient when MGMatch was behind wherever the network ran."""
-    behind = [b for b, v in verdict.items() if v["network_ran"] >= 0.5 and v["diff_points"] > 0]
-    gate = {"use": "gradient" if behind else "network",
-            "rule": "gradient when MGMatch (network) minus surrogate (gradient), mean gap in points over "
-                    "interleaved pairs, is > 0 at a budget where the network ran in >= half the solves",
+    """The gate into the sidecar: a verdict per budget, and ``use`` for readers of one verdict
+    (``network`` where it is ahead at some budget)."""
+    ahead = [b for b, v in verdict.items() if v["use"] == "network"]
+    gate = {"use": "network" if ahead else "gradient",
+            "rule": "per budget: network when it ran in >= half of MGMatch's solves (it runs when its expected "
+                    "time fits half the time left), MGMatch answered as many pools as surrogate, and MGMatch "
+                    "(network) minus surrogate (gradient), mean gap in points over interleaved pairs both "
+                    "answered, is < 0; else gradient. A solve follows the verdict at the measured budget "
+                    "nearest its own (log scale)",
             "by_budget_ms": verdict, "preset": args.preset, "count": args.count, "repeat": args.repeat,
             "seed": args.seed, "pool_size": args.pool_size,
             "command": "python " + " ".join(sys.argv), "measured": time.strftime("%Y-%m-%d", time.gmtime())}
     meta = json.loads(sidecar.read_text())
     meta["gate"] = gate
     sidecar.write_text(json.dumps(meta, indent=1) + "\n")
-    print(f"gate of {sidecar}: {gate['use']} (behind at {behind or 'no budget'})")
+    print(f"gate of {sidecar}: " + ", ".join(f"{b} ms {v['use']}" for b, v in verdict.items()))
 
 
 if __name__ == "__main__":

@@ -8,9 +8,11 @@ runtime predictor says the MIP closes well inside the time left), or the pipelin
 decides whether the trained predictor runs (its measured time must fit 20% of the time left —
 on the pipeline path, of what the surrogate stage, measured per engagement model, leaves — and
 not on small pools) or the engagement gradient (``surrogate``'s, ~0.05 ms) stands in. A predictor
-whose sidecar carries a measured ``gate`` of ``{"use": "gradient"}`` (MGMatch with it was behind
-``surrogate`` in an interleaved comparison, ``scripts/interleaved.py --gate``) never runs: the gradient
-stands in and ``stats["predictor_gate"]`` says so. Every MIP
+whose sidecar carries a measured ``gate`` (an interleaved comparison with ``surrogate`` at each of
+several budgets, ``scripts/interleaved.py --gate``) follows its verdict at the measured budget nearest
+the solve's: ``gradient`` (MGMatch with it was behind ``surrogate`` there) and it never runs, the
+gradient standing in; ``network`` and it runs when it fits half the time left, not 20%.
+``stats["predictor_gate"]`` says which verdict applied. Every MIP
 build counts against the budget: one that cannot fit (measured build times,
 :class:`~mgmatch.solvers.mip.BuildClock`) is not started, one that runs past the deadline is
 abandoned (:class:`~mgmatch.solvers.mip.BuildInterrupted`), and SCIP's limit is what is left after
@@ -108,7 +110,17 @@ from .mip import (
 )
 from .moves import warm as warm_moves
 from .pas import TR_DELTA, TR_FRACTION, true_search
-from .policy import PATHS, Choice, choose, enumerate_chunk, record_enumeration, use_trained_predictor
+from .policy import (
+    GATED_PREDICT_SHARE,
+    PATHS,
+    PREDICT_SHARE,
+    Choice,
+    choose,
+    enumerate_chunk,
+    gate_verdict,
+    record_enumeration,
+    use_trained_predictor,
+)
 from .polish import PolishResult, polish
 from .selection import applicable as selection_applicable
 from .selection import selection_search, start_from_scores
@@ -309,14 +321,20 @@ def round_prediction(p: np.ndarray, sizes: tuple[int, ...] | list[int],
     t = np.full(N, -1, dtype=np.int64)
     if units:
         groups = [np.asarray(u, dtype=np.int64) for u in units if len(u) > 1]
-        grouped = np.zeros(N, dtype=bool)
-        for g in groups:
-            grouped[g] = True
-        groups += [np.asarray([i]) for i in np.flatnonzero(~grouped)]
-        score = np.stack([p[g].mean(axis=0) for g in groups])  # [units, D]
+        unit_of = np.full(N, -1, dtype=np.int64)
+        for k, g in enumerate(groups):
+            unit_of[g] = k
+        singles = np.flatnonzero(unit_of < 0)  # the units after the parties: one player each
+        unit_of[singles] = len(groups) + np.arange(singles.size)
+        U = len(groups) + singles.size
+        # each unit's mean p [units, D], in one pass (a list of per-unit means took ~1 ms of a
+        # 12v12-deep pool's 20 ms budget on a slow machine)
+        sums = np.zeros((U, D))
+        np.add.at(sums, unit_of, p)
+        score = sums / np.bincount(unit_of, minlength=U)[:, None]
         for flat in np.argsort(-score, axis=None, kind="stable"):
             u, j = divmod(int(flat), D)
-            g = groups[u]
+            g = groups[u] if u < len(groups) else singles[u - len(groups):u - len(groups) + 1]
             if t[g[0]] < 0 and free[j] >= g.size:
                 t[g] = j
                 free[j] -= g.size
@@ -466,10 +484,13 @@ class MGMatchSolver:
         return _upper_quartile(_PREDICT_TIMES.get(str(getattr(self.predictor, "version", None))))
 
     def _predict(self, problem: Problem, left_s: float | None = None, stats: dict | None = None,
-                 small_pool: bool = False) -> np.ndarray:
+                 small_pool: bool = False, budget_ms: float | None = None) -> np.ndarray:
         """P [N, D] from the trained predictor, or from the engagement gradient (as ``surrogate``)
         when the policy says the predictor does not pay (:func:`~mgmatch.solvers.policy.use_trained_predictor`:
-        its expected time does not fit the time left, or the pool is a small one).
+        its expected time does not fit the time left, or the pool is a small one), or when its
+        sidecar's measured gate says ``gradient`` at the budget nearest ``budget_ms``
+        (:func:`~mgmatch.solvers.policy.gate_verdict`); where the gate says ``network`` there, it must fit
+        :data:`~mgmatch.solvers.policy.GATED_PREDICT_SHARE` of the time left instead of ``PREDICT_SHARE``.
 
         The first call of a predictor in the process is not measured (a cold ONNX session: the 5v5
         example at 50 ms ran at 1.42% instead of 0.45% when that call kept the process on the
@@ -479,14 +500,18 @@ class MGMatchSolver:
 
         trained = not isinstance(self.predictor, GradientPredictor)
         key = str(getattr(self.predictor, "version", None))
-        gate = getattr(self.predictor, "gate", None) if trained else None
-        if isinstance(gate, dict) and gate.get("use") == "gradient":
+        verdict = gate_verdict(getattr(self.predictor, "gate", None), budget_ms) if trained else None
+        if verdict == "gradient":
             # measured offline: with this network MGMatch was behind the engagement gradient (`surrogate`)
+            # at this budget, or nowhere ahead of it
             if stats is not None:
                 stats["predictor_used"] = GradientPredictor.version
                 stats["predictor_gate"] = "gradient"
             return self._checked(problem, GradientPredictor().predict([problem]))
-        if trained and not use_trained_predictor(self.expected_predict_s(), left_s, small_pool):
+        share = GATED_PREDICT_SHARE if verdict == "network" else PREDICT_SHARE
+        if verdict == "network" and stats is not None:
+            stats["predictor_gate"] = "network"
+        if trained and not use_trained_predictor(self.expected_predict_s(), left_s, small_pool, share):
             _PREDICT_SKIPS[key] = _PREDICT_SKIPS.get(key, 0) + 1
             if not small_pool and len(_PREDICT_TIMES.get(key, ())) > 1 and _PREDICT_SKIPS[key] % PREDICT_FORGET_EVERY == 0:
                 _PREDICT_TIMES[key] = _PREDICT_TIMES[key][1:]
@@ -572,7 +597,8 @@ class MGMatchSolver:
         left = budget.remaining()
         if choice.path != "scip" and not (self.selection and self.use_polish and selection_applicable(problem)):
             left -= _upper_quartile(_SURROGATE_TIMES.get(_stage_key(problem, budget, self.name))) or 0.0
-        p = self._predict(problem, left, stats, small_pool=choice.small_pool and self.policy == "auto")
+        p = self._predict(problem, left, stats, small_pool=choice.small_pool and self.policy == "auto",
+                          budget_ms=budget.time_limit_ms)
         stats["predict_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
         if budget.remaining() <= FINISH_RESERVE_S:
             return answer(next(iter(starts.values()), None), "feasible" if starts else "no_solution")

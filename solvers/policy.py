@@ -87,6 +87,12 @@ ENUM_CHUNK_SHARE = 0.15
 #: 0.62% (0.82%), 12v12-deep 2.77% and 2.88% (2.84%, 2.78%) at 50 ms, 1.04% and 1.11% (1.24%,
 #: 1.15%) at 100 ms
 PREDICT_SHARE = 0.2
+#: ... but a network whose sidecar's measured gate says ``network`` at the budget nearest this solve's
+#: (:func:`gate_verdict`) runs when its expected time fits this share: the gate measured it paying
+#: there. 12v12-deep at 50 ms on a slow machine (network 9.5 ms, 30 pools, seed 1000003): forced on,
+#: MGMatch 0.21% against `surrogate`'s 0.76%; under the 0.2 rule it never ran, and the two were one
+#: algorithm (1.30% against 1.21% in the budgets table)
+GATED_PREDICT_SHARE = 0.5
 #: enumerate when its estimate is at most this share of the time left (the rest is the fallback's)
 ENUM_SHARE = 0.6
 #: count assignments exactly only when C(N, S) is at most this (counting a 95-candidate pool costs
@@ -156,17 +162,48 @@ def enumerate_chunk(left_s: float | None, lo: int = 2_048, hi: int = 65_536) -> 
     return int(min(hi, max(lo, ENUM_CHUNK_SHARE * left_s / enumeration_rate_s())))
 
 
-def use_trained_predictor(expected_s: float | None, left_s: float | None, small_pool: bool = False) -> bool:
-    """Whether the trained predictor runs: its expected time (None: never measured) fits the time
-    left, and the pool is not a small one (:attr:`Choice.small_pool`), where the network's 3–16 ms
-    bought nothing: 3v3 at 100 ms under load, the pipeline reached 0.32% with the network and
+def use_trained_predictor(expected_s: float | None, left_s: float | None, small_pool: bool = False,
+                          share: float = PREDICT_SHARE) -> bool:
+    """Whether the trained predictor runs: its expected time (None: never measured) fits ``share`` of
+    the time left, and the pool is not a small one (:attr:`Choice.small_pool`), where the network's
+    3–16 ms bought nothing: 3v3 at 100 ms under load, the pipeline reached 0.32% with the network and
     0.05% with the engagement gradient (16 instances, seed 4242); 12v12 at 50 ms the network
     helped (11.1% vs 16.4%)."""
     if small_pool:
         return False
     if expected_s is None or left_s is None:
         return True
-    return expected_s <= PREDICT_SHARE * left_s
+    return expected_s <= share * left_s
+
+
+def gate_verdict(gate: dict | None, budget_ms: float | None) -> str | None:
+    """A predictor sidecar's measured ``gate`` (``scripts/interleaved.py --gate``) at a solve's budget.
+
+    A gate measured per budget (``by_budget_ms`` entries carrying ``use``) answers with the verdict
+    at the measured budget nearest ``budget_ms`` on a log scale (the largest one for an unlimited
+    solve): ``"network"`` (the network runs when it fits :data:`GATED_PREDICT_SHARE` of the time left)
+    or ``"gradient"`` (it never runs). An older gate, one verdict for every budget, answers
+    ``"gradient"`` when it says so and None otherwise, as does a missing gate: the unmeasured rule
+    (:data:`PREDICT_SHARE`) decides.
+    """
+    if not isinstance(gate, dict):
+        return None
+    measured: dict[float, str] = {}
+    by_budget = gate.get("by_budget_ms")
+    if isinstance(by_budget, dict):
+        for b, entry in by_budget.items():
+            try:
+                ms = float(b)
+            except (TypeError, ValueError):
+                continue
+            if isinstance(entry, dict) and entry.get("use") in ("network", "gradient") and math.isfinite(ms) and ms > 0:
+                measured[ms] = entry["use"]
+    if not measured:
+        return "gradient" if gate.get("use") == "gradient" else None
+    if budget_ms is None or not math.isfinite(budget_ms) or budget_ms <= 0:
+        return measured[max(measured)]
+    nearest = min(measured, key=lambda ms: (abs(math.log(ms / budget_ms)), ms))
+    return measured[nearest]
 
 
 def assignments_if_countable(problem: Problem) -> int | None:

@@ -283,3 +283,42 @@ def test_a_scorer_that_is_wrong_never_leaks_a_broken_answer(monkeypatch):
         res = polish(pr, start, deadline=time.perf_counter() + 2.0)
         assert pr.checker.feasible(res.team_of[None])[0]
         assert res.objective >= pr.objective(start) - 1e-12
+
+
+def test_party_whole_rounding_is_the_greedy_of_unit_means():
+    """Greedy rounding with parties whole, against a plain reading of its definition: units (the
+    parties, then every other player alone, by index) ranked by their members' mean p per team,
+    ties by unit then team order; a unit goes where its team has room; the rest player by player."""
+    from mgmatch.solvers.mgmatch import round_prediction
+
+    def reference(p, sizes, units):
+        N, D = p.shape
+        free = np.asarray(sizes).copy()
+        t = np.full(N, -1)
+        groups = [np.asarray(u) for u in units if len(u) > 1]
+        grouped = {int(i) for g in groups for i in g}
+        groups += [np.asarray([i]) for i in range(N) if i not in grouped]
+        ranked = sorted(((-p[g].mean(axis=0)[j], u, j) for u, g in enumerate(groups) for j in range(D)))
+        for _, u, j in ranked:
+            g = groups[u]
+            if t[g[0]] < 0 and free[j] >= g.size:
+                t[g], free[j] = j, free[j] - g.size
+        for _, i, j in sorted((-p[i, j], i, j) for i in range(N) for j in range(D)):
+            if free.any() and t[i] < 0 and free[j] > 0:
+                t[i], free[j] = j, free[j] - 1
+        return t
+
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        N, D = int(rng.integers(6, 60)), int(rng.integers(2, 4))
+        sizes = [int(rng.integers(1, N // D // 2 + 2))] * D
+        if sum(sizes) > N:
+            continue
+        # ties too: p drawn from {0, 0.5, 1} on every third trial
+        p = rng.random((N, D)) if trial % 3 else rng.integers(0, 3, (N, D)) / 2.0
+        perm, units, k = rng.permutation(N), [], 0
+        while k < N:
+            s = int(rng.integers(1, 4))
+            units.append(perm[k:k + s])
+            k += s
+        assert np.array_equal(round_prediction(p, sizes, units), reference(p, sizes, units)), trial

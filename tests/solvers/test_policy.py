@@ -247,6 +247,51 @@ def test_slow_predictor_gives_way_to_the_gradient():
     assert used[-1] == "fixed"
 
 
+def test_a_gate_measured_per_budget_answers_with_the_nearest_budgets_verdict():
+    by_budget = {"20": {"use": "gradient"}, "50": {"use": "network"}, "100": {"use": "network"}}
+    gate = {"use": "network", "by_budget_ms": by_budget}
+    assert policy.gate_verdict(gate, 20.0) == "gradient"
+    assert policy.gate_verdict(gate, 10.0) == "gradient"  # below the range: the smallest measured
+    assert policy.gate_verdict(gate, 30.0) == "gradient"  # log scale: 30 is nearer 20 than 50
+    assert policy.gate_verdict(gate, 33.0) == "network"
+    assert policy.gate_verdict(gate, 49.2) == "network"  # the budget less the teardown kept back
+    assert policy.gate_verdict(gate, 5000.0) == "network"
+    assert policy.gate_verdict(gate, None) == "network"  # unlimited: the largest measured
+    # an older gate, one verdict for all budgets: only `gradient` binds, else the unmeasured rule
+    assert policy.gate_verdict({"use": "gradient", "by_budget_ms": {"100": {"diff_points": 0.2}}}, 100.0) == "gradient"
+    assert policy.gate_verdict({"use": "network", "by_budget_ms": {"100": {"diff_points": -0.2}}}, 100.0) is None
+    assert policy.gate_verdict(None, 100.0) is None
+    # malformed entries are passed over, not trusted
+    assert policy.gate_verdict({"by_budget_ms": {"x": {"use": "network"}, "0": {"use": "network"},
+                                                 "50": {"use": "maybe"}}}, 50.0) is None
+
+
+def test_a_network_gated_in_at_a_budget_runs_where_the_unmeasured_rule_would_skip_it(monkeypatch):
+    """A 60 ms predictor does not fit 20% of 200 ms, but a gate that measured it ahead at 200 ms lets
+    it run when it fits half the time left; at a budget the gate measured it behind, it never runs."""
+    monkeypatch.setattr(mg, "_PREDICT_TIMES", {})  # no earlier test's times of the "fixed" predictor
+    monkeypatch.setattr(mg, "_PREDICT_WARM", set())
+    pr, = problems("12v12", 1)
+    slow = FixedPredictor(optimum(pr), sleep_s=0.06)
+    slow.gate = {"use": "network", "by_budget_ms": {"200": {"use": "network"}, "2000": {"use": "gradient"}}}
+    solver = mg.MGMatchSolver(slow, policy="pipeline")
+    solver.solve(pr, Budget.of(5_000))  # the gate says gradient at 2 s and beyond: not called
+    assert slow.calls == 0
+    for calls in (1, 2):  # cold, then measured (60 ms)
+        sol = solver.solve(pr, Budget.of(200))
+        assert sol.stats["predictor_used"] == "fixed" and sol.stats["predictor_gate"] == "network"
+        assert slow.calls == calls
+    sol = solver.solve(pr, Budget.of(200))  # 60 ms fits half of 200 ms less the surrogate stage
+    assert sol.stats["predictor_used"] == "fixed" and slow.calls == 3 and sol.has_assignment
+    sol = solver.solve(pr, Budget.of(2_000))
+    assert sol.stats["predictor_gate"] == "gradient" and slow.calls == 3
+    assert sol.stats["predictor_used"] == GradientPredictor.version
+    # with no gate the 0.2 rule holds: the same predictor is not run at 200 ms
+    slow.gate = None
+    assert solver.solve(pr, Budget.of(200)).stats["predictor_used"] == GradientPredictor.version
+    assert slow.calls == 3
+
+
 def test_the_predictor_must_fit_the_time_the_surrogate_stage_leaves():
     """On the pipeline path the network competes with the search for what the surrogate stage
     (measured per engagement model) leaves: 40 ms fits 20% of 300 ms, not of 300 − 150 ms."""
