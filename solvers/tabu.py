@@ -69,6 +69,9 @@ ROTATIONS_MAX = 300
 #: (interleaved solves, the same process): 0 → 8 took MGMatch from 0.61% to 0.47%; 16 measured
 #: alike (0.38% against 0.42%, within the noise)
 PARTY_DRAWS = 8
+#: while the walk has visited no feasible assignment, moves are ranked with the head's proxy
+#: (:meth:`~mgmatch.solvers.moves.MoveScorer.head`)
+REPAIR_PROXY = True
 #: iterations without a new best before the walk restarts from the best
 RESTART_AFTER = 25
 #: after this many iterations in a row at infeasible (feasible) states, the penalty per broken
@@ -145,7 +148,11 @@ def tabu_search(problem: Problem, start: np.ndarray, deadline: float, *, seed: i
             if it == 1:
                 TABU_ROUNDS.skipped(cells)  # not one iteration fitted at the measured pace
             break
-        vals, broken, tabu, excess = scorer.score(cur, moves, until, it)
+        # no feasible assignment yet: moves rank by the rules they break, the objective only
+        # orders near-equals, and its proxy does (the first iteration, which sets the penalty, and
+        # every one after a repair use the head itself)
+        proxy = REPAIR_PROXY and best is None and penalty is not None
+        vals, broken, tabu, excess = scorer.score(cur, moves, until, it, proxy=proxy)
         if penalty is None:
             finite = np.isfinite(vals)
             spread = float(np.ptp(vals[finite])) if finite.any() else 0.0

@@ -271,8 +271,8 @@ def test_a_scorer_that_is_wrong_never_leaks_a_broken_answer(monkeypatch):
     scorer = scorer_of(pr)
     real = scorer.score
 
-    def lying(cur, moves, until=None, it=0):
-        sc = real(cur, moves, until, it)
+    def lying(cur, moves, until=None, it=0, proxy=False):
+        sc = real(cur, moves, until, it, proxy=proxy)
         return sc._replace(broken=np.zeros_like(sc.broken), excess=np.zeros_like(sc.excess))
 
     monkeypatch.setattr(scorer, "score", lying)

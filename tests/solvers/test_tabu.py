@@ -628,3 +628,41 @@ def test_a_last_repair_resumes_where_a_failed_repair_first_walk_stopped(monkeypa
     assert sol.stats["repair_first"] == "failed" and sol.stats["last_repair"] == "repaired"
     assert len(starts) == 2 and (starts[1] == walked).all() and not (starts[0] == walked).all()
     assert sol.has_assignment
+
+
+def test_a_walk_with_no_feasible_state_yet_ranks_moves_by_the_heads_proxy(monkeypatch):
+    """12v12-deep (a 64-64 head): while the walk has visited no feasible assignment, the moves are
+    ranked with the first layer and the rest of the head linearized (a third of an iteration's time
+    saved); the first iteration, which sets the penalty, and every one after the repair use the head."""
+    from mgmatch.solvers import moves as moves_mod
+    from mgmatch.solvers.mgmatch import rounding
+    from mgmatch.solvers.moves import scorer_of
+    from mgmatch.solvers.surrogate import GradientPredictor
+
+    flags: list[bool] = []
+    orig = moves_mod.MoveScorer.score
+
+    def score(self, cur, moves, until=None, it=0, proxy=False):
+        flags.append(proxy)
+        return orig(self, cur, moves, until, it, proxy=proxy)
+
+    monkeypatch.setattr(moves_mod.MoveScorer, "score", score)
+    walked = 0
+    for pr in problems("12v12-deep", 8, seed=2000003):
+        start = rounding(pr, GradientPredictor().predict([pr])[0])
+        if pr.checker.feasible(start[None])[0]:
+            continue
+        flags.clear()
+        res = tabu_search(pr, start, time.perf_counter() + 30.0, seed=0, max_iterations=30)
+        assert res.team_of is not None and pr.checker.feasible(res.team_of[None])[0]
+        repaired_at = flags.index(False, 1) if False in flags[1:] else len(flags)
+        assert flags[0] is False and all(flags[1:repaired_at]) and not any(flags[repaired_at:])
+        walked += repaired_at > 1
+        # the proxy is the head with its inner ReLUs dropped: exact on the first layer's ReLU outputs
+        sc = scorer_of(pr)
+        z = np.random.default_rng(0).normal(size=(5, sc.b1.shape[0])).astype(np.float32)
+        h = np.maximum(z.astype(np.float64), 0.0)
+        for w, _ in sc.rest:
+            h = h @ w.T
+        assert np.allclose(sc.head(z, proxy=True), h[:, 0], rtol=1e-4, atol=1e-4)
+    assert walked >= 2  # some walks needed more than one iteration to repair
