@@ -124,7 +124,7 @@ class Backfiller:
         plan = plan_for(pool, None)
         try:
             obj, owner = backfill_instance(pool, b, cands, now)
-            inst = parse_instance(obj)
+            inst = parse_instance(obj, stored=True)
             sol = self.engine.solve(inst, plan, pool.name, seed=seed_of(b.id), start=time.perf_counter())
         except InvalidInput as err:  # e.g. the pool's rules cannot hold for these team sizes: say so once a minute
             if time.monotonic() - self._logged > 60:

@@ -35,6 +35,9 @@ They become ``models.engagement`` / ``models.predictors`` entries named after th
 missing file stops start-up with the field's path (``pools[k].engagement_model.sha256``).
 
 Everything is validated when the file is read; a bad value stops the process with the field's path.
+Numbers are strict as in the JSON formats (:mod:`mgmatch.core.jsontypes`): ``teams: '2'`` or
+``teams: true`` is an error naming ``pools[k].teams``, not 2 or 1 (``3.0`` reads as 3); a flag is a
+YAML boolean, not a string.
 """
 
 from __future__ import annotations
@@ -48,12 +51,15 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    StrictBool,
     ValidationError,
     field_validator,
     model_validator,
 )
 
 from mgmatch.core.errors import InvalidInput, from_pydantic
+from mgmatch.core.files import read_text
+from mgmatch.core.jsontypes import Integer, Number
 from mgmatch.core.limits import MAX_TEAM_SIZE, MAX_TEAMS
 from mgmatch.core.rules import parse_rule
 
@@ -94,23 +100,23 @@ class CaptureConfig(_Strict):
     """Opt-in recording of solved candidate pools as spec instance files (:mod:`mgmatch.app.capture`)."""
 
     dir: Path = Field(description="Folder the instance files go to (created when missing).")
-    sample_rate: float = Field(default=1.0, ge=0.0, le=1.0, description="Share of solves recorded (seeded draw).")
+    sample_rate: Number = Field(default=1.0, ge=0.0, le=1.0, description="Share of solves recorded (seeded draw).")
     salt: str = Field(min_length=8, max_length=256,
                       description="Key of the HMAC-SHA-256 that pseudonymizes player ids (keep it secret, keep it "
                                   "stable: the same player gets the same pseudonym across captures).")
-    seed: int = Field(default=0, description="Seed of the sampling draw (a solve's draw depends on seed and pool).")
-    max_files: int = Field(default=10_000, ge=1, le=10_000_000, description="Stop recording after this many files.")
-    max_bytes: int = Field(default=1 << 30, ge=1024, description="Stop recording after this many bytes in all.")
-    queue: int = Field(default=256, ge=1, le=100_000,
+    seed: Integer = Field(default=0, description="Seed of the sampling draw (a solve's draw depends on seed and pool).")
+    max_files: Integer = Field(default=10_000, ge=1, le=10_000_000, description="Stop recording after this many files.")
+    max_bytes: Integer = Field(default=1 << 30, ge=1024, description="Stop recording after this many bytes in all.")
+    queue: Integer = Field(default=256, ge=1, le=100_000,
                        description="Solves waiting for the writer thread; beyond it a capture is dropped (counted).")
-    solve_requests: bool = Field(default=False, description="Global capture only: also record /v1/solve instances.")
+    solve_requests: StrictBool = Field(default=False, description="Global capture only: also record /v1/solve instances.")
 
 
 class PoolConfig(_Strict):
     name: str = Field(pattern=POOL_NAME)
-    teams: int = Field(default=2, ge=2, le=MAX_TEAMS)
-    team_size: int | None = Field(default=None, ge=1, le=MAX_TEAM_SIZE)
-    team_sizes: list[int] | None = None
+    teams: Integer = Field(default=2, ge=2, le=MAX_TEAMS)
+    team_size: Integer | None = Field(default=None, ge=1, le=MAX_TEAM_SIZE)
+    team_sizes: list[Integer] | None = None
     rules: list[dict[str, Any]] = Field(default_factory=list)
     engagement_model: str | PinnedFile | None = Field(
         default=None, description="A preset or models.engagement name, or {path, sha256} of the pool's own file.")
@@ -120,7 +126,7 @@ class PoolConfig(_Strict):
         default=None, description="Predictor name for mgmatch/bgcn (default: the model's), or {path, sha256}.")
     capture: CaptureConfig | None = Field(default=None, description="Record this pool's solves (overrides the "
                                                                       "global capture for this pool).")
-    time_budget_ms: float = Field(default=100.0, gt=0, le=60_000)
+    time_budget_ms: Number = Field(default=100.0, gt=0, le=60_000)
     partition: Literal["sequential", "joint", "auto"] = Field(
         default="auto", description="A job with room for ≥ 2 matches: solved one match after another (each with "
                                     "time_budget_ms), jointly in one solve (mgmatch.solvers.batch, matches × "
@@ -128,17 +134,17 @@ class PoolConfig(_Strict):
                                     "(mgmatch.solvers.batch.prefer_joint), for a model-free method only (a "
                                     "predictor method keeps the one-at-a-time path under auto).")
     dispatch: DispatchConfig = Field(default_factory=DispatchConfig)
-    max_candidates: int = Field(default=HARD_MAX_CANDIDATES, ge=2, le=HARD_MAX_CANDIDATES)
-    ticket_ttl_s: float = Field(default=300.0, gt=0, le=86_400)
-    lease_s: float = Field(default=30.0, gt=0, le=3600, description="A claimed match returns to the queue after this.")
-    scan_window: int | None = Field(default=None, ge=2, le=100_000,
+    max_candidates: Integer = Field(default=HARD_MAX_CANDIDATES, ge=2, le=HARD_MAX_CANDIDATES)
+    ticket_ttl_s: Number = Field(default=300.0, gt=0, le=86_400)
+    lease_s: Number = Field(default=30.0, gt=0, le=3600, description="A claimed match returns to the queue after this.")
+    scan_window: Integer | None = Field(default=None, ge=2, le=100_000,
                                     description="The matchmaker considers only this many longest-waiting tickets per "
                                                 "tick (default 10 × max_candidates, at least 200), so a tick costs the "
                                                 "same whatever the queue's length.")
-    max_inflight_jobs: int = Field(default=4, ge=1, le=1000,
+    max_inflight_jobs: Integer = Field(default=4, ge=1, le=1000,
                                    description="With separate solver workers: claim no more candidates while this "
                                                "many of the pool's solve jobs wait or run (backpressure).")
-    feature_dim: int | None = Field(default=None, ge=1, description="Filled from the engagement model at start-up.")
+    feature_dim: Integer | None = Field(default=None, ge=1, description="Filled from the engagement model at start-up.")
 
     @field_validator("team_sizes")
     @classmethod
@@ -212,12 +218,12 @@ class PoolConfig(_Strict):
 
 class ArmConfig(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,32}$")
-    weight: float = Field(default=1.0, gt=0)
+    weight: Number = Field(default=1.0, gt=0)
     method: str | None = None
     engagement_model: str | None = None
     predictor: str | None = None
     dispatch: DispatchConfig | None = None
-    time_budget_ms: float | None = Field(default=None, gt=0, le=60_000)
+    time_budget_ms: Number | None = Field(default=None, gt=0, le=60_000)
 
 
 class ExperimentConfig(_Strict):
@@ -253,7 +259,7 @@ class ModelFile(_Strict):
 class ModelsConfig(_Strict):
     predictors: list[ModelFile] = Field(default_factory=list)
     engagement: list[ModelFile] = Field(default_factory=list)
-    reload_interval_s: float = Field(default=5.0, gt=0, description="How often files are checked for a new version.")
+    reload_interval_s: Number = Field(default=5.0, gt=0, description="How often files are checked for a new version.")
 
 
 class SolveDefaults(_Strict):
@@ -261,7 +267,7 @@ class SolveDefaults(_Strict):
 
     method: str = "exact"
     fallback_method: str = "surrogate"
-    time_budget_ms: float = Field(default=100.0, gt=0, le=60_000)
+    time_budget_ms: Number = Field(default=100.0, gt=0, le=60_000)
 
 
 class ServiceConfig(_Strict):
@@ -378,7 +384,7 @@ def load_config(path: str | Path | None) -> ServiceConfig:
         return parse_config(DEFAULT_CONFIG, "default config")
     p = Path(path)
     try:
-        obj = yaml.safe_load(p.read_text())
+        obj = yaml.safe_load(read_text(p))
     except FileNotFoundError:
         raise InvalidInput(str(p), "no such file") from None
     except (OSError, UnicodeDecodeError) as err:

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from mgmatch.core.errors import InvalidInput, from_pydantic
-from mgmatch.core.instance import Player, parse_instance
+from mgmatch.core.instance import STORED, Player, parse_instance
 from mgmatch.solvers.base import method_info
 from mgmatch.solvers.batch import prefer_joint
 from mgmatch.solvers.dispatch import PoolShape, Waiting
@@ -44,7 +44,7 @@ def waiting_of(t: Ticket) -> Waiting:
     """The dispatch policy's view of a ticket; InvalidInput (naming the player) if a stored player
     no longer parses."""
     try:
-        players = tuple(Player.model_validate(p) for p in t.players)
+        players = tuple(Player.model_validate(p, context=STORED) for p in t.players)
     except ValidationError as err:
         raise from_pydantic(err, "players") from None
     return Waiting(t.id, players, t.created_at, t.pool)
@@ -88,7 +88,7 @@ class Job:
 def build_instance(pool: PoolConfig, tickets: list[Ticket], now: float) -> tuple[Any, dict[str, str]]:
     """Instance from tickets, and the player → ticket map."""
     obj, owner = instance_object(pool, tickets, now)
-    return parse_instance(obj), owner
+    return parse_instance(obj, stored=True), owner
 
 
 def ticket_at_fault(err: InvalidInput, owner: dict[str, str]) -> str | None:
@@ -180,7 +180,7 @@ class JobRunner:
                 owner: dict[str, str] = {}
                 try:
                     obj, owner = instance_object(pool, remaining, now)
-                    inst = parse_instance(obj)
+                    inst = parse_instance(obj, stored=True)
                     if steps:
                         inst = relax(inst, job.waited_s, RelaxConfig(steps, "max"))
                     t0 = time.perf_counter()
@@ -228,7 +228,7 @@ class JobRunner:
         now = self.clock()
         try:
             obj, owner = instance_object(pool, remaining, now)
-            inst = parse_instance(obj)
+            inst = parse_instance(obj, stored=True)
             if steps:
                 inst = relax(inst, job.waited_s, RelaxConfig(steps, "max"))
             sols = self.engine.solve_batch(inst, plan, job.pool, M, seed=seed_of(f"{job.claim_id}-0"),

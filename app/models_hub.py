@@ -29,7 +29,7 @@ import numpy as np
 
 from mgmatch.core.engagement import EngagementModel, parse_engagement
 from mgmatch.core.errors import InvalidInput
-from mgmatch.core.files import sha256_file
+from mgmatch.core.files import read_text, sha256_file
 
 from . import metrics
 from .config import ModelFile, ModelsConfig
@@ -98,13 +98,14 @@ def _load_engagement_file(entry: ModelFile) -> EngagementModel:
     if digest != entry.sha256:
         raise InvalidInput(f"{where}.sha256", f"{path}: file digest {digest} does not match the pin {entry.sha256}")
     try:
-        obj = json.loads(path.read_text())
+        obj = json.loads(read_text(path))
     except (UnicodeDecodeError, ValueError) as err:
         raise InvalidInput(f"{where}.path", f"{path}: not valid JSON: {err}") from None
     model = parse_engagement(obj, str(path))
     model = model.model_copy(update={"name": entry.name,
                                      "training": {**(model.training or {}), "sha256": digest[:12]}})
     model.model_post_init(None)
+    model._file_sha256 = digest  # what a predictor trained on this model's labels pins
     return model
 
 
@@ -117,7 +118,7 @@ def pin_for(entry: ModelFile) -> str | None:
         return entry.sha256
     sidecar = Path(entry.path).with_suffix(".json")
     try:
-        return json.loads(sidecar.read_text()).get("sha256")
+        return json.loads(read_text(sidecar)).get("sha256")
     except (OSError, ValueError):
         return None
 

@@ -33,6 +33,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from mgmatch.core.errors import InvalidInput, from_pydantic
+from mgmatch.core.files import read_text
 from mgmatch.core.instance import Player
 
 from .config import ServiceConfig
@@ -117,7 +118,7 @@ def read_stream(path: str | Path) -> list[Arrival]:
     """Read a ``mgmatch-tickets/v1`` file (blank lines skipped), sorted by time (stable)."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = read_text(p)
     except FileNotFoundError:
         raise InvalidInput(str(p), "no such file") from None
     except (OSError, UnicodeDecodeError) as err:

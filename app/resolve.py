@@ -34,7 +34,9 @@ def make_solver(method: str, problem: Problem, predictor: str | None = None, see
 
     Raises:
         InvalidInput: Unknown method, no predictor for a method that needs one, ``predictor`` for
-            a method that uses none, or ``objective`` for a method other than local-search.
+            a method that uses none, a predictor that cannot score ``problem`` (another team count,
+            embedding width or engagement model than it was trained for), or ``objective`` for a
+            method other than local-search.
     """
     info = method_info(method)
     if objective is not None and method != "local-search":
@@ -50,5 +52,7 @@ def make_solver(method: str, problem: Problem, predictor: str | None = None, see
         from mgmatch.models.runtime import load_predictor
 
         loaded = load_predictor(name)
+        # refused here, not at its first predict: the solver may answer a small pool without asking it
+        loaded.check(problem)
     opts: dict[str, Any] = {} if objective is None else {"objective": objective}
     return build_solver(method, predictor=loaded, seed=seed, **opts)

@@ -369,7 +369,7 @@ def answer(rt: Runtime, requests: list[dict]) -> dict[str, dict]:
         if req.get("deadline", now + 1) < now:
             continue  # nobody waits for it any more
         try:
-            problem = rt.engine.problem(parse_instance(req["instance"]), req.get("model"))
+            problem = rt.engine.problem(parse_instance(req["instance"], stored=True), req.get("model"))
             by_predictor.setdefault(req["predictor"], []).append((req, problem))
         except Exception as err:  # noqa: BLE001 - the request is bad, the worker is fine
             replies[req["id"]] = {"error": f"bad request: {err}"}

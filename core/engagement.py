@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from .errors import InvalidInput, from_pydantic
 from .jsontypes import Integer, Number
@@ -50,6 +50,14 @@ class EngagementModel(BaseModel):
     head_layers: list[Layer] = Field(min_length=1)
     name: str | None = None
     training: dict[str, Any] | None = None
+    #: SHA-256 of the file the model was read from (see :attr:`file_sha256`)
+    _file_sha256: str | None = PrivateAttr(default=None)
+
+    @property
+    def file_sha256(self) -> str | None:
+        """Hex SHA-256 of the file this model was read from (what labels and the predictors trained on
+        them pin); None for a model built in memory. Kept by ``model_copy``."""
+        return self._file_sha256
 
     @model_validator(mode="after")
     def _shapes(self) -> EngagementModel:
@@ -171,9 +179,12 @@ def parse_engagement(obj: Any, where: str = "engagement") -> EngagementModel:
 
 
 def load_engagement(path: str | Path) -> EngagementModel:
+    from .files import sha256_file
     from .instance import read_json
 
-    return parse_engagement(read_json(path), str(path))
+    model = parse_engagement(read_json(path), str(path))
+    model._file_sha256 = sha256_file(path)
+    return model
 
 
 def save_engagement(model: EngagementModel, path: str | Path) -> None:

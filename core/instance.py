@@ -14,9 +14,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from .errors import InvalidInput, from_pydantic
+from .files import read_text
 from .jsontypes import Integer, Number
 from .limits import (
     MAX_ABS_FEATURE,
@@ -55,6 +64,8 @@ from .rules import (
 )
 
 INSTANCE_FORMAT = "mgmatch-instance/v1"
+#: pydantic validation context of players read back from storage (see ``parse_instance(stored=True)``)
+STORED = {"stored": True}
 
 Name = Annotated[str, StringConstraints(max_length=MAX_NAME_CHARS)]
 Feature = Annotated[Number, Field(ge=-MAX_ABS_FEATURE, le=MAX_ABS_FEATURE)]
@@ -107,6 +118,23 @@ class Player(BaseModel):
     pings: dict[Name, PingMs] | None = Field(default=None, max_length=MAX_REGIONS,
                                              description="Round-trip ms per region.")
     waited_s: Number | None = Field(default=None, ge=0, le=MAX_WAITED_S, description="Seconds in queue.")
+
+    @model_validator(mode="after")
+    def _names(self, info: ValidationInfo) -> Player:
+        """Party, role and region names are not empty or blank (a ``""`` party would be a group of
+        strangers, a ``" "`` region a host nobody can name). Not re-checked on players read back from
+        storage (context :data:`STORED`): what an older version accepted is never refused later."""
+        if info.context and info.context.get("stored"):
+            return self
+        if self.party is not None and not self.party.strip():
+            raise InvalidInput("party", f"must be a non-empty party id, got {self.party!r}")
+        for k, role in enumerate(self.roles or ()):
+            if not role.strip():
+                raise InvalidInput(f"roles[{k}]", f"must be a non-empty role name, got {role!r}")
+        for region in self.pings or {}:
+            if not region.strip():
+                raise InvalidInput("pings", f"key {region!r}: a region name must not be empty or blank")
+        return self
 
     @model_validator(mode="after")
     def _known_extras(self) -> Player:
@@ -192,12 +220,17 @@ class Instance:
         return inst
 
 
-def parse_instance(obj: Any) -> Instance:
-    """Validate a JSON object (already decoded) as an instance."""
+def parse_instance(obj: Any, stored: bool = False) -> Instance:
+    """Validate a JSON object (already decoded) as an instance.
+
+    ``stored=True`` for an instance rebuilt from data accepted earlier (queued tickets, a labelled
+    dataset): checks added since (blank party, role and region names) are skipped for it, so that
+    an upgrade never turns accepted data into refused data. Input (files, requests) is never stored.
+    """
     if not isinstance(obj, dict):
         raise InvalidInput("", "an instance must be a JSON object")
     try:
-        head = _Header.model_validate(obj)
+        head = _Header.model_validate(obj, context=STORED if stored else None)
     except ValidationError as err:
         raise from_pydantic(err) from None
     if head.format != INSTANCE_FORMAT:
@@ -228,7 +261,7 @@ def parse_instance(obj: Any) -> Instance:
             raise InvalidInput(f"players[{i}].features", f"expected {dim} numbers like players[0], got {len(p.features)}")
     if sum(sizes) > len(head.players):
         raise InvalidInput("players", f"{len(head.players)} players cannot fill teams of sizes {list(sizes)}")
-    rules = tuple(parse_rule(r, f"rules[{k}]") for k, r in enumerate(head.rules))
+    rules = tuple(parse_rule(r, f"rules[{k}]", stored=stored) for k, r in enumerate(head.rules))
     inst = Instance(head.teams, sizes, tuple(head.players), rules, head.engagement_model,
                     head.team_size is not None, index)
     _check_references(inst)
@@ -243,7 +276,7 @@ def load_instance(path: str | Path) -> Instance:
 def read_json(path: str | Path) -> Any:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_text(p)
     except FileNotFoundError:
         raise InvalidInput(str(path), "no such file") from None
     except OSError as err:

@@ -148,10 +148,12 @@ def model_names() -> list[str]:
 @cache
 def _load_cached(name: str) -> EngagementModel:
     path = resources.files("mgmatch.core") / "presets" / f"engagement-{name}.json"
-    model = parse_engagement(json.loads(path.read_text()), f"engagement-{name}.json")
+    raw = path.read_bytes()
+    model = parse_engagement(json.loads(raw), f"engagement-{name}.json")
     if model.name is None:
         model = model.model_copy(update={"name": name})
         model.model_post_init(None)
+    model._file_sha256 = hashlib.sha256(raw).hexdigest()  # = model_sha256(name)
     return model
 
 

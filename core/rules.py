@@ -261,6 +261,14 @@ def _str(v: Any, where: str, max_chars: int = MAX_NAME_CHARS) -> str:
     return v
 
 
+def _role(v: Any, where: str, stored: bool) -> str:
+    """A role name: a non-empty string, not blank (unless read back from storage, see ``parse_rule``)."""
+    v = _str(v, where)
+    if not stored and not v.strip():
+        raise InvalidInput(where, f"expected a non-empty role name, got {_short(v)}")
+    return v
+
+
 def _player_team(pid: Any, team: Any, where: str) -> tuple[str, int]:
     return _str(pid, f"{where}[0]", MAX_ID_CHARS), _int(team, f"{where}[1]", minimum=0, maximum=MAX_TEAMS - 1)
 
@@ -310,8 +318,12 @@ def parse_linear(obj: Any, where: str) -> LinearExpr:
     return LinearExpr(tuple(terms), sense, rhs)
 
 
-def parse_rule(obj: Any, where: str) -> Rule:
-    """Parse one ``rules`` entry; ``where`` is its location, e.g. ``rules[3]``."""
+def parse_rule(obj: Any, where: str, stored: bool = False) -> Rule:
+    """Parse one ``rules`` entry; ``where`` is its location, e.g. ``rules[3]``.
+
+    ``stored=True`` for a rule read back from data accepted earlier: a blank (whitespace) role name,
+    refused since, is kept there.
+    """
     if not isinstance(obj, dict):
         raise InvalidInput(where, "expected an object with a 'kind'")
     kind = _need(obj, "kind", where)
@@ -326,14 +338,14 @@ def parse_rule(obj: Any, where: str) -> Rule:
         slots = _need(obj, "slots", where)
         if not isinstance(slots, dict) or not slots:
             raise InvalidInput(f"{where}.slots", "expected a non-empty object {role: count}")
-        parsed = {_str(r, f"{where}.slots"): _int(c, f"{where}.slots.{r}", minimum=0, maximum=MAX_TEAM_SIZE)
+        parsed = {_role(r, f"{where}.slots", stored): _int(c, f"{where}.slots.{r}", minimum=0, maximum=MAX_TEAM_SIZE)
                   for r, c in slots.items()}
         return RolesRule(parsed)
     if kind == "role_min":
-        return RoleMinRule(_str(_need(obj, "role", where), f"{where}.role"),
+        return RoleMinRule(_role(_need(obj, "role", where), f"{where}.role", stored),
                            _int(_need(obj, "min", where), f"{where}.min", minimum=0, maximum=MAX_TEAM_SIZE))
     if kind == "role_max":
-        return RoleMaxRule(_str(_need(obj, "role", where), f"{where}.role"),
+        return RoleMaxRule(_role(_need(obj, "role", where), f"{where}.role", stored),
                            _int(_need(obj, "max", where), f"{where}.max", minimum=0, maximum=MAX_TEAM_SIZE))
     if kind == "skill_balance":
         v = _number(_need(obj, "max_diff", where), f"{where}.max_diff")

@@ -178,7 +178,7 @@ def load_dataset(root: str | Path, only_optimal: bool = False) -> list[tuple[Ins
             continue
         if only_optimal and not rec.get("optimal"):
             continue
-        inst = parse_instance(rec["instance"])
+        inst = parse_instance(rec["instance"], stored=True)  # labelled earlier: never refused by a later check
         team_of = np.asarray(rec["team_of"], dtype=np.int64)
         meta = {k: v for k, v in rec.items() if k not in ("instance", "team_of")}
         out.append((inst, team_of, meta))

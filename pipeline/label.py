@@ -23,8 +23,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
+import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -51,6 +54,12 @@ LABEL_METHOD = "exact"
 START_METHOD = "surrogate"
 #: in-flight jobs per worker (bounds what a crash can lose)
 INFLIGHT_PER_WORKER = 2
+#: seconds a Ray address gets to resolve, accept a connection and answer gRPC before it is refused
+#: (``ray.init`` itself retries an unreachable address for minutes)
+RAY_CONNECT_TIMEOUT_S = 3.0
+#: ``[ray://]host:port``: a hostname, an IPv4 address or a bracketed IPv6 address, and a port
+_RAY_ADDRESS = re.compile(r"^(?:ray://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9._-]{0,251}[A-Za-z0-9])?)"
+                          r":(?P<port>[0-9]{1,5})$")
 
 
 def _single_thread() -> None:
@@ -204,6 +213,74 @@ def label_summary(recs: Iterable[dict]) -> dict:
             "start_ms_values": sorted({float(r.get("start_ms") or 0.0) for r in recs})}
 
 
+def check_ray_address(address: str | None, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """Refuse a Ray address that cannot be a reachable cluster, within about ``timeout_s`` seconds.
+
+    Accepted: ``None`` (no Ray), ``"local"`` (start one here), ``"auto"`` (Ray finds a running local
+    cluster, or ``RAY_ADDRESS``), and ``[ray://]host:port`` whose host resolves, whose port accepts a
+    TCP connection and answers gRPC (the protocol of a cluster's GCS and of the Ray Client server).
+    ``ray.init`` retries an address that does not answer for minutes; this answers in seconds.
+
+    Raises:
+        InvalidInput: field ``ray``, the message saying what is wrong with the address.
+    """
+    if address is None or address in ("local", "auto"):
+        if address == "auto" and os.environ.get("RAY_ADDRESS", "") not in ("", "auto", "local"):
+            try:
+                check_ray_address(os.environ["RAY_ADDRESS"], timeout_s)
+            except InvalidInput as err:
+                raise InvalidInput("ray", f"auto: RAY_ADDRESS {err.message}") from None
+        return
+    shown = address if len(address) <= 80 else address[:80] + "…"
+    m = _RAY_ADDRESS.match(address)
+    if m is None:
+        raise InvalidInput("ray", f"expected 'local', 'auto' or a Ray cluster address host:port (e.g. "
+                                  f"10.0.0.5:6379, or ray://host:10001 for Ray Client), got {shown!r}")
+    host, port = m["host"].strip("[]"), int(m["port"])
+    if not 1 <= port <= 65535:
+        raise InvalidInput("ray", f"{shown}: port must be 1…65535, got {port}")
+    deadline = time.monotonic() + timeout_s
+    addrs = _resolve(host, port, timeout_s)
+    if isinstance(addrs, str):
+        raise InvalidInput("ray", f"{shown}: cannot resolve host {host!r} ({addrs})")
+    try:
+        socket.create_connection((host, port), timeout=max(0.1, deadline - time.monotonic())).close()
+    except OSError as err:
+        why = err.strerror or type(err).__name__
+        raise InvalidInput("ray", f"{shown}: no Ray cluster answers there ({why})") from None
+    if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+        return  # a TLS cluster: the plain gRPC handshake below cannot tell
+    try:
+        import grpc
+    except ImportError:  # pragma: no cover - grpcio comes with ray
+        return
+    channel = grpc.insecure_channel(f"{m['host']}:{port}")
+    try:
+        grpc.channel_ready_future(channel).result(timeout=max(0.5, deadline - time.monotonic()))
+    except grpc.FutureTimeoutError:
+        raise InvalidInput("ray", f"{shown}: the port accepts connections but does not answer as a Ray cluster "
+                                  f"(no gRPC within {timeout_s:g} s)") from None
+    finally:
+        channel.close()
+
+
+def _resolve(host: str, port: int, timeout_s: float) -> list | str:
+    """``getaddrinfo`` bounded by ``timeout_s`` (a hanging DNS server must not hang the command):
+    the addresses, or why there are none."""
+    out: list = []
+
+    def run() -> None:
+        try:
+            out.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as err:
+            out.append(err.strerror or str(err))
+
+    t = threading.Thread(target=run, name="ray-address", daemon=True)
+    t.start()
+    t.join(timeout_s)
+    return out[0] if out else f"no answer within {timeout_s:g} s"
+
+
 def _run_local(jobs: list[str], workers: int, on_result: Callable[[str], None]) -> None:
     if workers == 1:
         for j in jobs:
@@ -242,7 +319,11 @@ def _run_ray(jobs: list[str], workers: int, address: str, on_result: Callable[[s
             ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
                      runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
         else:
-            ray.init(address=address, log_to_driver=False)
+            try:  # the address was checked by label() / label_instances() before anything was written
+                ray.init(address=address, log_to_driver=False)
+            except ConnectionError:  # "auto" with no cluster running here
+                raise InvalidInput("ray", f"{address}: no running Ray cluster found (start one with `ray start "
+                                          "--head`, or give its address host:port)") from None
         started = True
     try:
         remote = ray.remote(num_cpus=1)(label_one)
@@ -288,6 +369,7 @@ def label(preset: str, count: int, seed: int, out: str | Path, workers: int = 1,
     from mgmatch.core.presets import generate_instances, get_preset
 
     get_preset(preset)
+    check_ray_address(ray_address)
     if count < 0:
         raise InvalidInput("count", f"must be ≥ 0, got {count}")
     if workers < 1:
@@ -411,6 +493,7 @@ def label_instances(instances: str | Path, engagement: str | Path, out: str | Pa
     src = Path(instances)
     if not src.is_dir():
         raise InvalidInput("instances", f"no such directory {str(src)!r}")
+    check_ray_address(ray_address)
     if workers < 1:
         raise InvalidInput("workers", f"must be ≥ 1, got {workers}")
     if time_limit_s is not None and not time_limit_s > 0:

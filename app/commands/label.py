@@ -6,13 +6,27 @@ Two sources: a directory of a game's own instance files with its engagement mode
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from mgmatch.app.cli import cli, emit, fail, seed_option, short_int
+from mgmatch.core.errors import InvalidInput
 from mgmatch.core.limits import MAX_INSTANCE_COUNT
+
+
+@contextmanager
+def _ray_named() -> Iterator[None]:
+    """A Ray error of the pipeline (``ray``: e.g. ``auto`` finding no cluster) as the option's: ``--ray``."""
+    try:
+        yield
+    except InvalidInput as err:
+        if err.field == "ray":
+            fail(f"--ray: {err.message}")
+        raise
 
 
 @cli.command("label", help="Solve instances exactly and store the optima as a training dataset (resumable: a rerun "
@@ -33,7 +47,9 @@ def label_cmd(
     start_ms: Annotated[float, typer.Option("--start-ms", help="SCIP starts from the answer the `surrogate` method "
                                             "finds in this many ms (within --time-limit-s; 0: no start). For "
                                             "engagement models SCIP does not close in the limit (12v12-deep).")] = 0.0,
-    ray: Annotated[str | None, typer.Option("--ray", help="Ray cluster address, or 'local' to start a local Ray.")] = None,
+    ray: Annotated[str | None, typer.Option("--ray", help="Ray cluster address host:port (or ray://host:port), 'auto', "
+                                            "or 'local' to start a local Ray. An address that does not answer "
+                                            "within a few seconds is refused.")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bar on stderr.")] = True,
 ) -> None:
     if workers < 1:
@@ -44,6 +60,13 @@ def label_cmd(
         fail(f"--start-ms must be ≥ 0 and below --time-limit-s ({time_limit_s * 1e3:g} ms), got {start_ms:g}")
     if out.exists() and not out.is_dir():
         fail(f"--out {out} exists and is not a directory")
+    if ray is not None:
+        from mgmatch.pipeline.label import check_ray_address
+
+        try:  # before anything is read or written: Ray itself retries a dead address for minutes
+            check_ray_address(ray)
+        except InvalidInput as err:
+            fail(f"--ray: {err.message}")
     if (instances is None) == (preset is None):
         fail("give either --instances DIR --engagement ENG.json or --preset NAME --count N")
     if instances is not None:
@@ -57,8 +80,10 @@ def label_cmd(
             fail(f"--engagement {engagement}: no such file")
         from mgmatch.pipeline.label import label_instances
 
-        emit(label_instances(instances, engagement, out, workers=workers, time_limit_s=time_limit_s,
-                             ray_address=ray, progress=progress, start_ms=start_ms).to_json())
+        with _ray_named():
+            run = label_instances(instances, engagement, out, workers=workers, time_limit_s=time_limit_s,
+                                  ray_address=ray, progress=progress, start_ms=start_ms)
+        emit(run.to_json())
         return
     if engagement is not None:
         fail("--engagement applies to --instances (a preset uses its shipped model)")
@@ -68,6 +93,7 @@ def label_cmd(
         fail(f"--count must be ≥ 0 and ≤ {MAX_INSTANCE_COUNT:,}, got {short_int(count)}")
     from mgmatch.pipeline.label import label
 
-    run = label(preset, count, seed, out, workers=workers, time_limit_s=time_limit_s, ray_address=ray,
-                progress=progress, start_ms=start_ms)
+    with _ray_named():
+        run = label(preset, count, seed, out, workers=workers, time_limit_s=time_limit_s, ray_address=ray,
+                    progress=progress, start_ms=start_ms)
     emit(run.to_json())

@@ -100,6 +100,9 @@ def test_cancel_expire_idempotency_and_duplicate_players(tmp_path, live, store, 
     ({"pool": "small", "players": [{"id": f"x{i}", "features": [1, 2, 3, 4]} for i in range(4)]}, "players"),
     ({"pool": "small", "players": [{"id": "x", "features": [1, 2, 3, 4]}, {"id": "x", "features": [1, 2, 3, 4]}]},
      "players[1].id"),
+    ({"pool": "small", "players": [{"id": "x", "features": [1, 2, 3, 4], "roles": ["tank", " "]}]}, "players[0].roles[1]"),
+    ({"pool": "small", "players": [{"id": "x", "features": [1, 2, 3, 4], "pings": {"": 20}}]}, "players[0].pings"),
+    ({"pool": "small", "players": [{"id": "x", "features": [1, 2, 3, 4], "party": ""}]}, "players[0].party"),
 ])
 def test_bad_ticket_requests_name_the_field(tmp_path, live, body, field):
     srv = live(_runtime(tmp_path, start=False))

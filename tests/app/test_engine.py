@@ -104,6 +104,19 @@ def test_working_predictor_is_used_and_its_version_reported(tmp_path, pipeline_p
     assert {"queued_ms", "encode_ms", "predict_ms"} <= set(sol.stats) and sol.stats["encode_ms"] >= 0
 
 
+def test_a_pool_whose_predictor_was_trained_for_another_model_falls_back(tmp_path, pipeline_policy):
+    """The service's predictor refuses a problem of another engagement model (3v3 pool, 12v12 network):
+    the solve falls back to the model-free method with reason ``error`` instead of being guided by it."""
+    if (problem := shipped_predictor_problem("12v12")) is not None:
+        pytest.skip(problem)
+    from mgmatch.core.presets import generate_instances
+
+    eng = Engine(EngagementModels(ModelsConfig()), Predictors(ModelsConfig()), None)
+    inst = generate_instances("3v3", 1, seed=0)[0]
+    sol = eng.solve(inst, Plan("mgmatch", "surrogate", 1000.0, "3v3", "12v12", None), "t")
+    assert sol.fallback == "error" and sol.method == "surrogate" and sol.has_assignment
+
+
 def test_default_fallback_is_the_model_free_surrogate(tmp_path):
     eng = _small_engine(tmp_path, _Hub(None))
     sol = eng.solve(_instance(), plan_for(None, None, default_method="mgmatch", default_budget_ms=400.0), "t")
@@ -220,6 +233,64 @@ def test_ab_by_config_end_to_end(tmp_path, live):
                 assert view["match"]["method"] == ("random" if view["arm"] == "rand" else "exact")
         text = c.get("/metrics").text
     assert 'arm="rand"' in text and 'arm="control"' in text
+
+
+_POOL = {"name": "a", "team_size": 3}
+_CAPTURE = {"dir": "caps", "salt": "a long secret"}
+
+
+@pytest.mark.parametrize("where, path, field", [
+    ("pool", ["teams"], "pools[0].teams"),
+    ("pool", ["team_size"], "pools[0].team_size"),
+    ("pool", ["time_budget_ms"], "pools[0].time_budget_ms"),
+    ("pool", ["max_candidates"], "pools[0].max_candidates"),
+    ("pool", ["ticket_ttl_s"], "pools[0].ticket_ttl_s"),
+    ("pool", ["lease_s"], "pools[0].lease_s"),
+    ("pool", ["scan_window"], "pools[0].scan_window"),
+    ("pool", ["max_inflight_jobs"], "pools[0].max_inflight_jobs"),
+    ("pool", ["feature_dim"], "pools[0].feature_dim"),
+    ("pool", ["capture", "sample_rate"], "pools[0].capture.sample_rate"),
+    ("top", ["capture", "seed"], "capture.seed"),
+    ("top", ["capture", "max_files"], "capture.max_files"),
+    ("top", ["capture", "max_bytes"], "capture.max_bytes"),
+    ("top", ["capture", "queue"], "capture.queue"),
+    ("top", ["capture", "solve_requests"], "capture.solve_requests"),
+    ("top", ["solve", "time_budget_ms"], "solve.time_budget_ms"),
+    ("top", ["models", "reload_interval_s"], "models.reload_interval_s"),
+    ("arm", ["weight"], "experiments[0].arms[0].weight"),
+    ("arm", ["time_budget_ms"], "experiments[0].arms[0].time_budget_ms"),
+])
+@pytest.mark.parametrize("bad", ["2", True, "yes"])
+def test_config_numbers_and_flags_are_strict(where, path, field, bad):
+    """``teams: '2'`` (a string) was read as 2 and ``true`` as 1; every number and flag of the config is
+    now strict, as the JSON formats are, and the error names the key."""
+    if field.endswith("solve_requests") and bad is True:
+        return  # a boolean is what that key takes
+    obj = {"pools": [dict(_POOL)]}
+    if where == "pool":
+        target = obj["pools"][0]
+    elif where == "arm":
+        obj["experiments"] = [{"name": "e", "arms": [{"name": "x"}]}]
+        target = obj["experiments"][0]["arms"][0]
+    else:
+        target = obj
+    if path[0] == "capture":
+        target["capture"] = dict(_CAPTURE)
+    for key in path[:-1]:
+        target = target.setdefault(key, {})
+    target[path[-1]] = bad
+    with pytest.raises(InvalidInput) as err:
+        parse_config(obj)
+    assert err.value.field == f"config.{field}", str(err.value)
+
+
+def test_config_integral_floats_are_integers():
+    cfg = parse_config({"pools": [{**_POOL, "teams": 2.0, "team_size": 3.0, "max_candidates": 24.0,
+                                   "time_budget_ms": 100}]})
+    pool = cfg.pools[0]
+    assert (pool.teams, pool.team_size, pool.max_candidates) == (2, 3, 24) and isinstance(pool.teams, int)
+    with pytest.raises(InvalidInput, match="pools\\[0\\].teams"):
+        parse_config({"pools": [{**_POOL, "teams": 2.5}]})
 
 
 def test_config_errors_name_the_field(tmp_path):

@@ -88,6 +88,21 @@ def test_a_ticket_that_no_longer_fits_is_expired_with_a_reason_and_the_pool_goes
     assert ticket_out(rt.store.get(good[0]))["match"]["matched_at"] >= now
 
 
+def test_a_ticket_stored_with_blank_names_before_they_were_refused_is_still_matched(make_rt):
+    """The API now refuses blank party, role and region names; a ticket queued by an earlier version
+    with them is not expired by the upgrade (accepted data is never lost)."""
+    rt = make_rt(max_candidates=12)
+    now = time.time()
+    old = Ticket(new_ticket_id("small"), "small", [{"id": "old", "features": features(99), "roles": [" "],
+                                                    "pings": {"": 40}}], now - 500, now + 300)
+    rt.store.create(old)
+    good = _queue(rt, 5)
+    assert ticket_problem(rt.pools["small"], old) is None
+    mm = Matchmaker(rt.pools["small"], rt.store, rt.runner, rt.experiments)
+    assert sum(mm.tick() for _ in range(3)) == 1
+    assert [rt.store.get(tid).status for tid in [old.id, *good]] == ["matched"] * 6
+
+
 def test_the_job_runner_expires_a_claimed_ticket_that_stopped_fitting_and_matches_the_rest(make_rt):
     rt = make_rt(max_candidates=12)
     now = time.time()

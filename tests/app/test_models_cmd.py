@@ -144,7 +144,8 @@ def test_verify_runs_the_network(tmp_path):
     assert r.stderr.startswith("mgmatch: predictor mine:") and len(r.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("text, needle", [("pools: [", "not valid YAML"), ("pools: []", "pools")])
+@pytest.mark.parametrize("text, needle", [("pools: [", "not valid YAML"), ("pools: []", "pools"),
+                                          ("pools: [{name: a, teams: '2', team_size: 3}]", "pools[0].teams")])
 def test_bad_config_is_exit_2(tmp_path, text, needle):
     path = tmp_path / "bad.yaml"
     path.write_text(text)

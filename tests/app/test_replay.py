@@ -72,6 +72,18 @@ def test_a_bad_line_names_its_line_and_field(tmp_path, line, field):
     assert info.value.field == f"{path} line 2, {field}", str(info.value)
 
 
+def test_stream_and_config_files_with_a_byte_order_mark_are_read(tmp_path):
+    """A ticket stream saved as UTF-8 with a BOM failed on its first line ("not JSON")."""
+    from mgmatch.app.config import load_config
+
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + (json.dumps(GOOD) + "\n" + json.dumps({**GOOD, "time": 0.5}) + "\n").encode())
+    assert [a.time for a in read_stream(path)] == [0.5, 1.5]
+    cfg = tmp_path / "c.yaml"
+    cfg.write_bytes(b"\xef\xbb\xbf" + _config(tmp_path).read_bytes())
+    assert [p.name for p in load_config(cfg).pools] == ["3v3"]
+
+
 def test_stream_lines_are_sorted_by_time_and_keep_their_names():
     a = parse_arrival({**GOOD, "id": "late", "time": 9}, 1)
     assert a.name == "late" and a.players == [{"id": "a", "features": [0.0]}]

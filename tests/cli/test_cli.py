@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -75,6 +76,52 @@ def test_bad_inputs_exit_2_with_one_line(example_paths, tmp_path, mutate):
     sol.write_text(json.dumps({"status": "feasible", "teams": [["p01", "p01", "p02"], ["p03", "p04", "p05"]]}))
     assert "appears twice" in one_line_error(run("check", example_paths["instance"], sol, "--engagement",
                                                  example_paths["engagement"]))
+
+
+def test_utf8_files_with_a_byte_order_mark_are_read(example_paths, tmp_path):
+    """Instance, engagement model and solution files saved as UTF-8 with a BOM (as Windows editors do)
+    were refused as "not valid JSON: Unexpected UTF-8 BOM"."""
+    bom = b"\xef\xbb\xbf"
+    inst, eng = tmp_path / "instance.json", tmp_path / "engagement.json"
+    inst.write_bytes(bom + example_paths["instance"].read_bytes())
+    eng.write_bytes(bom + example_paths["engagement"].read_bytes())
+    proc = run("solve", inst, "--engagement", eng)
+    assert proc.returncode == 0, proc.stderr
+    sol = json.loads(proc.stdout)
+    assert sol["teams"] == json.loads(example_paths["expected"].read_text())["teams"]
+    answer = tmp_path / "solution.json"
+    answer.write_bytes(bom + proc.stdout.encode())
+    proc = run("check", inst, answer, "--engagement", eng)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["feasible"] is True
+    # only a leading BOM is skipped: one inside the text is still not JSON
+    inner = tmp_path / "inner.json"
+    inner.write_bytes(b" " + bom + example_paths["instance"].read_bytes())
+    assert "not valid JSON" in one_line_error(run("solve", inner, "--engagement", eng))
+
+
+def test_a_predictor_trained_for_another_engagement_model_is_refused(tmp_path):
+    """``--predictor 12v12`` on a 3v3 instance was accepted: the network read the 3v3 model's player
+    embeddings (the same width) and guided the search by what it learned of another objective. It is
+    refused naming the predictor; a pool of another size scored by the network's own model is not."""
+    from mgmatch.core.presets import generate_instances
+
+    inst = tmp_path / "3v3.json"
+    inst.write_text(json.dumps(generate_instances("3v3", 1, seed=0)[0].to_json()))
+    shipped = Path(__file__).resolve().parents[2] / "models" / "shipped"
+    for method, predictor in (("mgmatch", "12v12"), ("mgmatch", "12v12-deep"), ("bgcn", "12v12-bgcn"),
+                              ("mgmatch", str(shipped / "12v12.onnx"))):
+        msg = one_line_error(run("solve", inst, "--method", method, "--predictor", predictor, "--time-limit-ms", "300"))
+        assert msg.startswith("mgmatch: predictor: ") and "trained for engagement model '12v12" in msg, msg
+    ok = run("solve", inst, "--method", "mgmatch", "--predictor", "3v3", "--time-limit-ms", "300")
+    assert ok.returncode == 0, ok.stderr
+    # the network reads pools of any size: 3 a side, scored by the 12v12 model it was trained for
+    small = generate_instances("12v12", 1, seed=0)[0].to_json()
+    small.update(team_size=3, rules=[], engagement_model="12v12", players=small["players"][:10])
+    (tmp_path / "small.json").write_text(json.dumps(small))
+    ok = run("solve", tmp_path / "small.json", "--method", "mgmatch", "--predictor", "12v12", "--time-limit-ms", "300")
+    assert ok.returncode == 0, ok.stderr
+    assert [len(t) for t in json.loads(ok.stdout)["teams"]] == [3, 3]
 
 
 def test_instance_without_matching_model_is_an_input_error(example_paths):

@@ -80,6 +80,39 @@ def test_bad_input_names_the_field(mutate, change, field):
     assert str(err.value).startswith(field)
 
 
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (lambda o: o["players"][1].update(party=""), "players[1].party"),
+        (lambda o: o["players"][1].update(party=" \t"), "players[1].party"),
+        (lambda o: o["players"][2].update(roles=["guard", ""]), "players[2].roles[1]"),
+        (lambda o: o["players"][2].update(roles=["  "]), "players[2].roles[0]"),
+        (lambda o: o["players"][3]["pings"].update({"": 30}), "players[3].pings"),
+        (lambda o: o["players"][3]["pings"].update({"   ": 30}), "players[3].pings"),
+        (lambda o: o["rules"].append({"kind": "role_min", "role": " ", "min": 0}), "rules[8].role"),
+        (lambda o: o["rules"].append({"kind": "role_max", "role": "\t", "max": 3}), "rules[8].role"),
+        (lambda o: o["rules"][0].update(slots={"guard": 1, "forward": 1, " ": 1}), "rules[0].slots"),
+    ],
+)
+def test_empty_or_blank_party_role_and_region_names_are_refused(mutate, change, field):
+    """``"party": ""``, ``"roles": [" "]``, a ``""`` region in ``pings`` were accepted (a blank region
+    could even be a Solution's ``region``)."""
+    with pytest.raises(InvalidInput) as err:
+        parse_instance(mutate(change))
+    assert err.value.field == field, str(err.value)
+    assert str(err.value).startswith(field) and ("empty" in err.value.message or "non-empty" in err.value.message)
+    # what was stored before the check (queued tickets, labelled datasets) still reads back
+    parse_instance(mutate(change), stored=True)
+
+
+def test_names_with_inner_spaces_are_still_names(mutate):
+    def f(o):
+        o["players"][0].update(party="night owls", roles=["guard", "off tank"])
+        o["players"][0]["pings"]["eu west"] = 20
+    inst = parse_instance(mutate(f))
+    assert inst.players[0].party == "night owls" and inst.players[0].pings["eu west"] == 20
+
+
 def test_non_finite_numbers_rejected_in_files(tmp_path):
     p = tmp_path / "bad.json"
     p.write_text('{"teams": 2, "team_size": 1, "players": [{"id": "a", "features": [NaN]}]}')

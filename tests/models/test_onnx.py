@@ -85,6 +85,36 @@ def test_predictor_scores_a_batch_in_one_call_and_checks_its_pin(problems, tmp_p
         load_predictor("no-such-model")
 
 
+def test_a_network_refuses_problems_of_another_engagement_model(problems, tmp_path):
+    """The sidecar records the engagement model a network was trained against (its file's SHA-256,
+    or for older preset sidecars only its name): a problem scored by another model is refused, at
+    ``check`` (the CLI, before solving) and at ``predict`` (the service, which then falls back)."""
+    from mgmatch.core.engagement import parse_engagement
+
+    _exported("mgmatch", problems["3v3"], tmp_path / "m.onnx")
+    side = json.loads((tmp_path / "m.json").read_text())
+    three, twelve = problems["3v3"][0], problems["12v12"][0]
+    assert three.model.file_sha256 is not None and three.model.file_sha256 != twelve.model.file_sha256
+    for training in ({"engagement_model": "3v3"}, {"engagement_sha256": three.model.file_sha256},
+                     {"engagement_model": "mine", "engagement_sha256": three.model.file_sha256}):
+        (tmp_path / "m.json").write_text(json.dumps({**side, "training": training}))
+        pred = OnnxPredictor(tmp_path / "m.onnx")
+        pred.check(three)
+        assert [p.shape for p in pred.predict([three])] == [(three.instance.n, 2)]
+        with pytest.raises(InvalidInput, match="was trained for engagement model") as err:
+            pred.check(twelve)
+        assert err.value.field == "predictor"
+        with pytest.raises(InvalidInput, match="another objective") as err:
+            pred.predict([three, twelve])
+        assert err.value.field == "problems[1].engagement_model"
+    # a model built in memory has no file to compare: not refused (nor is a sidecar that records none)
+    memory = parse_engagement(twelve.model.to_json())
+    assert memory.file_sha256 is None
+    pred.check(Problem(twelve.instance, memory))
+    (tmp_path / "m.json").write_text(json.dumps({**side, "training": {"epochs": 0}}))
+    OnnxPredictor(tmp_path / "m.onnx").check(twelve)
+
+
 def test_the_runtime_imports_no_torch():
     code = "import sys, mgmatch.models.runtime; sys.exit(1 if 'torch' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

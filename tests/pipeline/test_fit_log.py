@@ -201,6 +201,20 @@ def test_a_bad_line_is_exit_2_naming_line_and_field_and_nothing_is_written(kind,
     assert not out.exists() and not png.exists() and not (tmp_path / "out").exists()
 
 
+def test_a_log_with_a_byte_order_mark_reads_as_without(tmp_path):
+    import gzip
+
+    plain = write_log(tmp_path / "plain.jsonl", GAME, 20, seed=2)
+    marked = tmp_path / "marked.jsonl"
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    packed = tmp_path / "marked.jsonl.gz"
+    packed.write_bytes(gzip.compress(marked.read_bytes()))
+    want = load_matchlog([plain])
+    for path in (marked, packed):
+        got = load_matchlog([path])
+        assert np.array_equal(got.features, want.features) and np.array_equal(got.y, want.y)
+
+
 def test_empty_log_and_missing_file_are_exit_2(tmp_path, capsys):
     (tmp_path / "empty.jsonl").write_text("\n\n")
     code, _, err = _cli(capsys, "fit-engagement", "--logs", tmp_path / "empty.jsonl", "--out", tmp_path / "e.json")

@@ -114,6 +114,68 @@ def test_cli_label_and_errors(tmp_path, capsys):
     assert err.count("\n") == 1 and "seed" in err
 
 
+def test_cli_refuses_a_ray_address_that_does_not_answer_within_seconds(tmp_path):
+    """``--ray nonsense:1`` hung for minutes while Ray retried to connect: now exit 2, one line naming
+    --ray, within seconds, and nothing written."""
+    import subprocess
+    import sys
+    import time
+
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "mgmatch", "label", "--preset", PRESET, "--count", "1",
+                               "--out", str(tmp_path / "r"), "--ray", "nonsense:1", "--no-progress"],
+                              capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("mgmatch label --ray nonsense:1 still runs after 60 s")
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mgmatch: --ray: nonsense:1"), proc.stderr[-2000:]
+    assert time.monotonic() - t0 < 30
+    assert not (tmp_path / "r").exists()
+
+
+def test_ray_addresses_are_checked_before_anything_is_written(tmp_path):
+    import socket
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mgmatch.core.errors import InvalidInput
+    from mgmatch.pipeline.label import check_ray_address
+
+    for address, why in (("nonsense", "expected 'local', 'auto' or a Ray cluster address"),
+                         ("host:99999", "port must be 1…65535"), ("10.0.0.1:", "expected"),
+                         ("nonsense.invalid:6379", "cannot resolve host")):
+        with pytest.raises(InvalidInput, match=why) as err:
+            label(PRESET, 1, SEED, tmp_path / "r", ray_address=address, progress=False)
+        assert err.value.field == "ray"
+    assert not (tmp_path / "r").exists()
+    with socket.socket() as s:  # a closed port: refused at once
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    with pytest.raises(InvalidInput, match="no Ray cluster answers there"):
+        check_ray_address(f"127.0.0.1:{closed}")
+    # a port that accepts connections but is no Ray cluster (a Redis, say): refused after the timeout
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        t0 = time.monotonic()
+        with pytest.raises(InvalidInput, match="does not answer as a Ray cluster"):
+            check_ray_address(f"127.0.0.1:{s.getsockname()[1]}", timeout_s=1.0)
+        assert time.monotonic() - t0 < 5
+    grpc = pytest.importorskip("grpc")  # a gRPC server (as a cluster's GCS is) passes the check
+    server = grpc.server(ThreadPoolExecutor(max_workers=1))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        check_ray_address(f"127.0.0.1:{port}")
+        check_ray_address(f"ray://localhost:{port}")
+    finally:
+        server.stop(None)
+    for fine in (None, "local"):
+        check_ray_address(fine)
+
+
 @pytest.mark.slow
 def test_ray_local_cluster(tmp_path):
     pytest.importorskip("ray")
