@@ -109,8 +109,8 @@ def main() -> None:
             ahead = (ran >= 0.5 and d.size > 0 and float(d.mean()) < 0
                      and answered["mgmatch"] >= answered["surrogate"])
             verdict[f"{b:g}"] = {"use": "network" if ahead else "gradient",
-                                 "diff_points": round(100 * float(d.mean()), 4),
-                                 "se_points": round(100 * float(se), 4), "pairs": int(d.size),
+                                 "diff_points": _points(d.mean()) if d.size else None,
+                                 "se_points": _points(se), "pairs": int(d.size),
                                  "network_ran": round(ran, 3),
                                  "answered": {m: round(v, 4) for m, v in answered.items()},
                                  "mean_gap_pct": {m: round(100 * float(gaps[m].mean()), 4) for m in methods}}
@@ -121,6 +121,12 @@ def main() -> None:
             print(f"    {m}: repair first {dict(first)}, repair skipped {dict(skipped)}, mean predict {predict:.2f} ms")
     if args.gate is not None:
         write_gate(args.gate, verdict, args)
+
+
+def _points(x: float) -> float | None:
+    """A share as points, rounded; None where it is not a number (strict JSON has no NaN)."""
+    x = float(x)
+    return round(100 * x, 4) if np.isfinite(x) else None
 
 
 def write_gate(sidecar: Path, verdict: dict, args: argparse.Namespace) -> None:
