@@ -29,7 +29,12 @@ prove a 60-candidate pool and had not closed another in 60 s (16% gap), where th
 (``exact`` method, seed 7, the two smallest of 40 pools; an ad-hoc script). So the estimate is scaled
 by (hidden neurons / 16)^:data:`SCIP_HIDDEN_EXP`: × 64 for 12v12-deep, the faster of the two
 measurements. Unscaled, the policy sent 12v12-deep to the SCIP path at budgets of a second and more,
-where SCIP's own answer was 0.7% below what the pipeline found in 300 ms.
+where SCIP's own answer was 0.7% below what the pipeline found in 300 ms. The head shipped since is
+fitted with an L1 penalty and most of its neurons are stable over a pool's formations: its pools are
+proven in 0.5–1.3 s. So where the time left would let even the calibrated head's MIP close, the
+scale counts only the neurons this pool's MIP must linearize (:func:`bigm_neurons`, at least 16):
+27–31 of 128 on four 12v12-deep pools, an estimate of 1.2–1.3 s against 20–27 s by all neurons.
+At tight budgets the neurons are not counted (~10 ms for a 64-64 head on 100 candidates).
 
 Enumeration costs about 1 µs per assignment plus ~1 ms (``mgmatch.solvers.exact``'s measured
 threshold); :data:`ENUM_US_PER_ASSIGNMENT` and :data:`ENUM_BASE_S` are set to 4 µs and 3 ms, as measured on the loaded machine,
@@ -40,6 +45,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from mgmatch.core.problem import Problem
 
@@ -136,6 +143,31 @@ def hidden_neurons(problem: Problem) -> int:
     return int(sum(W.shape[0] for W, _ in problem.model.head_weights[:-1]))
 
 
+def bigm_neurons(problem: Problem) -> int:
+    """Hidden neurons of the head that the pool's exact MIP must linearize with a binary: those whose
+    pre-activation can take both signs over the pool's team formations, by the builder's first-layer
+    bounds (an assignment problem per neuron) and interval arithmetic after (the MIP's own bounds are
+    at least as tight, so this never undercounts its binaries). A penalized head has few: 28–31 of
+    12v12-deep's 128 on pools of 68–95 candidates."""
+    from .mip import first_layer_bounds
+
+    layers = problem.model.head_weights
+    if len(layers) == 1:
+        return 0
+    E = np.asarray(problem.embeddings, dtype=np.float64)
+    D = problem.instance.teams
+    W1, b1 = layers[0]
+    c = np.einsum("njk,ik->nij", W1.reshape(W1.shape[0], D, E.shape[1]), E)  # [H1, N, D]
+    lo, hi = first_layer_bounds(c, b1, list(problem.instance.sizes))
+    count = 0
+    for W, b in layers[1:]:
+        count += int(((lo < 0.0) & (hi > 0.0)).sum())
+        ylo, yhi = np.maximum(lo, 0.0), np.maximum(hi, 0.0)
+        lo = b + np.minimum(W * ylo, W * yhi).sum(1)
+        hi = b + np.maximum(W * ylo, W * yhi).sum(1)
+    return count
+
+
 def record_enumeration(seconds: float, examined: int) -> None:
     """An enumeration's time for ``examined`` assignments, into this process's measured rate
     (:func:`enumeration_rate_s`); runs of fewer than :data:`ENUM_MEASURE_MIN` say little of the rate."""
@@ -224,12 +256,19 @@ def choose(problem: Problem, left_s: float | None, forced: str = "auto") -> Choi
     if forced not in PATHS:
         raise ValueError(f"policy must be one of {PATHS}, got {forced!r}")
     inst = problem.instance
-    est_scip = scip_estimate_s(inst.n, sum(inst.sizes), hidden_neurons(problem))
+    slots = sum(inst.sizes)
+    hidden = hidden_neurons(problem)
+    est_scip = scip_estimate_s(inst.n, slots, hidden)
+    left = math.inf if left_s is None else left_s
+    if hidden > SCIP_HIDDEN_REF and scip_estimate_s(inst.n, slots) <= SCIP_RATIO * left:
+        # a head larger than the calibrated one, with time enough that even the calibrated head's
+        # MIP could close: scale by the neurons this pool's MIP must linearize, not by all of them
+        # (a penalized head's are few; the calibrated head's estimate is the floor)
+        est_scip = scip_estimate_s(inst.n, slots, max(SCIP_HIDDEN_REF, bigm_neurons(problem)))
     count = assignments_if_countable(problem)
     est_enum = None if count is None else enumerate_estimate_s(count)
     if forced != "auto":
         return Choice(forced, est_scip, est_enum, count)
-    left = math.inf if left_s is None else left_s
     if count is not None and (est_enum <= ENUM_SHARE * left
                               or (left < ANYTIME_ENUM_S and count <= ANYTIME_ENUM_MAX)):
         path = "enumerate"

@@ -117,17 +117,33 @@ def test_runtime_predictor_grows_with_the_pool():
     assert 2_048 == policy.enumerate_chunk(0.001) <= policy.enumerate_chunk(0.1) <= policy.enumerate_chunk(10.0) == 65_536
 
 
-def test_a_deeper_head_is_estimated_far_slower_and_keeps_the_pipeline():
-    """12v12-deep (hidden 64 + 64) proved a 60-candidate pool in 14.9 s where the one-layer fit says
-    0.25 s: at a 3 s budget the SCIP path would end on SCIP's own answer, below the pipeline's."""
+def test_a_deeper_head_is_estimated_by_the_neurons_its_mip_must_linearize():
+    """12v12-deep (hidden 64 + 64): at tight budgets the estimate scales by all 128 hidden neurons (no
+    time to look closer, and the pipeline is the answer anyway); where even the calibrated head's
+    MIP could close, it scales by the neurons this pool's MIP needs a binary for, 27-31 of 128 with
+    the penalized head (its pools are proven in 0.5-1.3 s; by all neurons the estimate was 20-27 s,
+    by these 1.2-1.3 s)."""
+    from mgmatch.solvers.mip import MipModel
+
     deep, = problems("12v12-deep", 1)
     flat, = problems("12v12", 1)
     assert policy.hidden_neurons(deep) == 128 and policy.hidden_neurons(flat) == 16
     n, s = deep.instance.n, sum(deep.instance.sizes)
     assert policy.scip_estimate_s(n, s, 128) >= 60 * policy.scip_estimate_s(n, s, 16)
     assert policy.scip_estimate_s(n, s) == policy.scip_estimate_s(n, s, 16)  # the calibrated head
-    assert policy.choose(deep, 3.0).path == "pipeline"
-    assert policy.choose(deep, 3.0).scip_estimate_s == pytest.approx(policy.scip_estimate_s(n, s, 128))
+    tight = policy.choose(deep, 0.1)
+    assert tight.path == "pipeline" and tight.scip_estimate_s == pytest.approx(policy.scip_estimate_s(n, s, 128))
+    bigm = policy.bigm_neurons(deep)
+    assert 16 < bigm < 64
+    # never fewer than the MIP builder's own binaries (its back-substituted bounds are tighter)
+    mip = MipModel.build(deep.compiled, checker=deep.checker, settings="exact")
+    assert mip.add_engagement_objective(deep)["bigm_neurons"] <= bigm
+    mip.dispose()
+    est = policy.scip_estimate_s(n, s, bigm)
+    assert policy.choose(deep, 3.0).scip_estimate_s == pytest.approx(est)
+    assert policy.choose(deep, est / policy.SCIP_RATIO * 1.01).path == "scip"
+    assert policy.choose(deep, est / policy.SCIP_RATIO * 0.9).path == "pipeline"
+    assert policy.bigm_neurons(flat) <= 16
 
 
 def test_large_pools_are_not_counted():
