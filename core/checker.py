@@ -99,6 +99,10 @@ class Checker:
             return np.asarray([hit])
         return self.rule_masks(T).all(0)
 
+    def forget_verdicts(self) -> None:
+        """Drop the remembered single-assignment verdicts (:meth:`feasible`)."""
+        self.__dict__.pop("_feasible_memo", None)
+
     # ------------------------------------------------------------------ single
 
     def violations(self, team_of: np.ndarray) -> list[str]:

@@ -65,8 +65,8 @@ class Problem:
         service computes before a solve's budget starts: a benchmark times each method from the
         same state, as the service meets each pool once."""
         self.extra.clear()
-        if "checker" in self.__dict__:
-            self.checker.__dict__.pop("_feasible_memo", None)
+        if "checker" in self.__dict__:  # built: a checker not built yet has nothing to forget
+            self.checker.forget_verdicts()
 
     def objective(self, team_of: np.ndarray) -> float:
         """The engagement of one assignment.

@@ -300,12 +300,11 @@ class MipModel:
         Returns the neuron statistics (also merged into ``self.stats``): ``neurons`` (hidden
         head neurons), ``stable_active``, ``stable_inactive``, ``bigm_neurons`` (= new binaries).
         """
-        E = np.asarray(problem.embeddings, dtype=np.float64)  # [N, Emb]
         layers = problem.model.head_weights
         N, D = self.x.shape
         sizes = list(self.compiled.sizes)
         W1, b1 = layers[0]
-        c = np.einsum("njk,ik->nij", W1.reshape(W1.shape[0], D, E.shape[1]), E)  # [H1, N, D]
+        c = first_layer_coefficients(W1, problem.embeddings, D)
         xs = [self.x[i, j] for i in range(N) for j in range(D)]
 
         def lin(coef: np.ndarray, b: float):
@@ -653,6 +652,13 @@ def backsub_bounds(layers: list, history: list, c: np.ndarray, b1: np.ndarray, s
         C = np.tensordot(lam, c, axes=1)          # [H, N, D] coefficients on x
         out[:] = sign * (const + best_over_formations(C, sizes, maximize=True, deadline=deadline))
     return lo_out, hi_out
+
+
+def first_layer_coefficients(W1: np.ndarray, embeddings: np.ndarray, teams: int) -> np.ndarray:
+    """c [H1, N, D]: the first head layer's pre-activation a_n = b_n + Σ_ij c[n, i, j]·x_ij, with
+    c_nij = Σ_k W1[n, j·E + k]·e_ik (player i's embedding read by team j's input block)."""
+    E = np.asarray(embeddings, dtype=np.float64)  # [N, E]
+    return np.einsum("njk,ik->nij", W1.reshape(W1.shape[0], teams, E.shape[1]), E)
 
 
 def first_layer_bounds(c: np.ndarray, b: np.ndarray, sizes: list[int],

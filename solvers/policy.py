@@ -147,17 +147,15 @@ def bigm_neurons(problem: Problem) -> int:
     """Hidden neurons of the head that the pool's exact MIP must linearize with a binary: those whose
     pre-activation can take both signs over the pool's team formations, by the builder's first-layer
     bounds (an assignment problem per neuron) and interval arithmetic after (the MIP's own bounds are
-    at least as tight, so this never undercounts its binaries). A penalized head has few: 28–31 of
-    12v12-deep's 128 on pools of 68–95 candidates."""
-    from .mip import first_layer_bounds
+    at least as tight, so this never undercounts its binaries). A penalized head has few: 27–31 of
+    12v12-deep's 128 on pools of 68–81 candidates."""
+    from .mip import first_layer_bounds, first_layer_coefficients
 
     layers = problem.model.head_weights
     if len(layers) == 1:
         return 0
-    E = np.asarray(problem.embeddings, dtype=np.float64)
-    D = problem.instance.teams
     W1, b1 = layers[0]
-    c = np.einsum("njk,ik->nij", W1.reshape(W1.shape[0], D, E.shape[1]), E)  # [H1, N, D]
+    c = first_layer_coefficients(W1, problem.embeddings, problem.instance.teams)
     lo, hi = first_layer_bounds(c, b1, list(problem.instance.sizes))
     count = 0
     for W, b in layers[1:]:
