@@ -531,3 +531,34 @@ def test_the_enumeration_rate_is_measured(monkeypatch):
     assert len(policy._ENUM_RATES) == 1
     mg.MGMatchSolver(FixedPredictor(optimum(pr)), policy="enumerate").solve(pr, Budget.of(5_000))
     assert len(policy._ENUM_RATES) == 2
+
+
+def test_prepare_warms_the_predictor_and_scip_outside_the_budget_and_leaves_the_problem_as_it_was(monkeypatch):
+    """`mgmatch solve` is a one-shot process: ``prepare`` makes the predictor's cold calls (not
+    recorded: the solve's own call is the first measurement), builds a surrogate MIP whose SCIP
+    instance the solve's build then reuses, and leaves nothing on the problem (a twin did the work)."""
+    from mgmatch.solvers import mip as mip_mod
+
+    pr, = problems("12v12", 1)
+    fixed = FixedPredictor(optimum(pr))
+    solver = mg.MGMatchSolver(fixed, policy="pipeline")
+    monkeypatch.setattr(mip_mod, "_IDLE", type(mip_mod._IDLE)())  # this thread holds no idle instance
+    before = (set(pr.__dict__), {k: len(v) if isinstance(v, dict) else v for k, v in pr.checker.__dict__.items()})
+    solver.prepare(pr)
+    assert fixed.calls == mg.PREPARE_PREDICTS and "fixed" in mg._PREDICT_WARM
+    assert "fixed" not in mg._PREDICT_TIMES  # cold calls are no measurement
+    after = (set(pr.__dict__), {k: len(v) if isinstance(v, dict) else v for k, v in pr.checker.__dict__.items()})
+    assert pr.extra == {} and after == before
+    assert sum(len(v) for v in mip_mod._IDLE.models.values()) == 1  # its SCIP instance, idle for the solve
+    sol = solver.solve(pr, Budget.of(5_000))
+    assert fixed.calls == mg.PREPARE_PREDICTS + 1 and len(mg._PREDICT_TIMES["fixed"]) == 1
+    assert sol.has_assignment
+    solver.prepare(pr)  # a warm predictor is not called again
+    assert fixed.calls == mg.PREPARE_PREDICTS + 1
+
+
+def test_the_gradient_method_prepares_without_a_network():
+    pr, = problems("3v3", 1)
+    solver = get_solver("surrogate")
+    solver.prepare(pr)
+    assert pr.extra == {} and solver.solve(pr, Budget.of(1_000)).has_assignment

@@ -669,3 +669,32 @@ def test_a_walk_with_no_feasible_state_yet_ranks_moves_by_the_heads_proxy(monkey
             h = h @ w.T
         assert np.allclose(sc.head(z, proxy=True), h[:, 0], rtol=1e-4, atol=1e-4)
     assert walked >= 2  # some walks needed more than one iteration to repair
+
+
+def test_an_unmeasured_surrogate_stage_is_estimated_from_the_builds_the_process_measured(monkeypatch):
+    """Repair first needs the surrogate stage's time at this budget. Before one was recorded, the
+    stage ran to be measured, and at a budget it does not fit that solve answered nothing (12v12-deep
+    at 10 ms, a bench process's first timed solve). Now, once the process measured a surrogate build
+    of this size (at any budget), that build plus the stage's least solve time stands in."""
+    import mgmatch.solvers.mgmatch as mg
+    from mgmatch.solvers.mip import BuildClock
+
+    pr = problems("12v12", 1, seed=6)[0]
+    bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))
+    for measured in (False, True):
+        _repair_setup(monkeypatch, pr, 150, pace_s=0.01)
+        monkeypatch.setattr(mg, "_SURROGATE_TIMES", {})  # no stage at this budget yet
+        clock = BuildClock()
+        if measured:
+            clock.record(0.004, BuildClock.size(pr.compiled))
+        monkeypatch.setattr(mg, "SURROGATE_BUILDS", clock)
+        t0 = time.perf_counter()
+        expected = mg._repair_iterations(pr, Budget(150.0, t0), t0, "mgmatch")
+        sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
+        if measured:  # (150 − 2 reserve − 4 build − 5 solve) ms / 10 ms per iteration
+            assert expected == pytest.approx(13.9, abs=0.05)
+            assert sol.stats["repair_first"] == "repaired" and "surrogate_ms" not in sol.stats
+        else:
+            assert expected is None and sol.stats["repair_skipped"] == "unmeasured"
+            assert "surrogate_ms" in sol.stats
+        assert sol.has_assignment
