@@ -111,6 +111,22 @@ class StoreProbe:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
+class _WarmPredictor:
+    """A loaded predictor backend as a solver's ``Predictor`` for a warm-up (no per-solve deadline)."""
+
+    TIMEOUT_S = 5.0
+
+    def __init__(self, backend: Any):
+        self.backend, self.version = backend, backend.version
+
+    @property
+    def gate(self) -> dict | None:
+        return getattr(self.backend, "gate", None)
+
+    def predict(self, problems):
+        return self.backend.predict(problems, timeout_s=self.TIMEOUT_S)
+
+
 @dataclass
 class Runtime:
     settings: Settings
@@ -196,7 +212,57 @@ class Runtime:
                 loaded[name] = self.predictors.get(name).version
             except PredictorDown as err:
                 log.warning("predictor %s not loaded (solves will fall back): %s", name, err)
+        self.prepare_solvers()
         return loaded
+
+    def prepare_solvers(self) -> list[tuple[str, str]]:
+        """Each pool's (and arm's) first-solve costs paid now, not inside its first real solve's budget:
+        the solver's ``prepare`` (MGMatch, BGCN, ``surrogate``: the network's cold calls, SCIP's first
+        model, a first tabu walk) on a rule-free warm-up pool of the pool's game (its teams and sizes,
+        half as many benched candidates again, zero features). Returns the (pool, method) pairs
+        prepared. A warm-up that fails (its predictor down, a model it cannot read) is logged and
+        leaves the costs to the pool's first solve: it never stops the service."""
+        from mgmatch.core.instance import parse_instance
+        from mgmatch.solvers.base import make_solver, method_info
+
+        done: list[tuple[str, str]] = []
+        seen: set[tuple] = set()
+        for p in self.config.pools:
+            exp = self.experiments.for_pool(p.name)
+            arms = [] if exp is None else [(a.method or p.method, a.predictor or p.predictor,
+                                             a.engagement_model or p.engagement_model) for a in exp.config.arms]
+            for method, predictor, model in [(p.method, p.predictor, p.engagement_model), *arms]:
+                key = (method, str(predictor), str(model), p.teams, p.sizes)
+                if key in seen:
+                    continue
+                seen.add(key)
+                try:
+                    info = method_info(method)
+                    name = model if isinstance(model, str) else None
+                    dim = p.feature_dim
+                    if dim is None and (name or self.engine.default_model):
+                        dim = self.engine.engagement.get(name or self.engine.default_model).feature_dim
+                    if dim is None:
+                        continue  # the model is resolved per instance: nothing to warm it on
+                    n = min(p.max_candidates, p.match_size + max(2, p.match_size // 2))
+                    obj = {"teams": p.teams, "team_sizes": list(p.sizes),
+                           "players": [{"id": f"warm-{i}", "features": [0.0] * dim} for i in range(n)]}
+                    if model is not None:
+                        obj["engagement_model"] = model
+                    problem = self.engine.problem(parse_instance(obj), None)
+                    backend = None
+                    if info.needs_predictor:
+                        pname = info.predictor_name(problem.model_name, predictor)
+                        if pname is None or self.predictors is None:
+                            continue
+                        backend = _WarmPredictor(self.predictors.get(pname))
+                    solver = make_solver(method, predictor=backend)
+                    if hasattr(solver, "prepare"):
+                        solver.prepare(problem)
+                        done.append((p.name, method))
+                except Exception as err:  # noqa: BLE001 - a warm-up never stops the service
+                    log.warning("pool %s: %s not prepared before its first solve: %s", p.name, method, err)
+        return done
 
     def settle(self) -> None:
         """Load what the first requests would load, then move the whole heap out of the collector's way.

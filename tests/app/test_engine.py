@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import shutil
 import sys
@@ -30,6 +31,12 @@ SHIPPED = Path(__file__).resolve().parents[2] / "models" / "shipped"
 
 
 def _small_engine(tmp_path, predictors) -> Engine:
+    from mgmatch.solvers.moves import warm
+
+    # as serve and the workers do at start-up (Runtime.warm): the numba kernels loaded now; else the
+    # first MGMatch solver of a process loads them inside its solve's budget (0.2-0.4 s, more on a busy
+    # machine), and a fallback after a late predictor found no time left
+    warm()
     cfg = parse_config(yaml.safe_load(service_config(tmp_path).read_text()))
     return Engine(EngagementModels(cfg.models), predictors, "small")
 
@@ -330,3 +337,37 @@ def test_a_pool_answered_without_the_network_does_not_report_its_version(tmp_pat
     assert sol.stats["policy_path"] == "enumerate" and sol.stats["predictor_used"] is None
     assert sol.model_version != "fake@1" and sol.model_version == eng.engagement.version("small")
     assert not hasattr(sol, "fallback") or sol.fallback is None
+
+
+def test_start_up_prepares_each_pools_first_solve_on_a_warm_up_pool_of_its_game(tmp_path, monkeypatch):
+    """`serve` and the workers call ``warm()`` before their first solve: a pool whose method can
+    prepare (MGMatch, BGCN, surrogate) gets the network's cold calls and SCIP's first model then, on a
+    rule-free pool of its game, so its first real solve is measured and not cold; methods that cannot
+    (exact) are left alone, and a pool whose warm-up fails is logged, not fatal."""
+    import mgmatch.solvers.mgmatch as mg
+
+    monkeypatch.setattr(mg, "_PREDICT_WARM", set())
+    model = SPEC_EXAMPLES / "engagement-small.json"
+    cfg = {"pools": [{"name": "net", "teams": 2, "team_size": 3, "engagement_model": "3v3", "method": "mgmatch",
+                      "rules": [{"kind": "party_together"}], "time_budget_ms": 100, "max_candidates": 12},
+                     {"name": "grad", "teams": 2, "team_size": 3, "engagement_model": "small", "method": "surrogate",
+                      "time_budget_ms": 50, "max_candidates": 12},
+                     {"name": "proof", "teams": 2, "team_size": 3, "engagement_model": "3v3", "method": "exact",
+                      "time_budget_ms": 300, "max_candidates": 12}],
+           "models": {"engagement": [{"name": "small", "path": str(model),
+                                      "sha256": hashlib.sha256(model.read_bytes()).hexdigest()}]}}
+    path = tmp_path / "service.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    rt = Runtime.build(Settings(config=path, store="memory"))
+    try:
+        assert rt.prepare_solvers() == [("net", "mgmatch"), ("grad", "surrogate")]
+        version = rt.predictors.get("3v3").version
+        assert version in mg._PREDICT_WARM  # the first real solve's call is a measurement
+
+        def broken(self, problem):
+            raise RuntimeError("no SCIP here")
+
+        monkeypatch.setattr(mg.MGMatchSolver, "prepare", broken)
+        assert rt.prepare_solvers() == []  # logged; the pools' first solves pay instead
+    finally:
+        rt.stop()
