@@ -483,12 +483,13 @@ class MGMatchSolver:
 
     def prepare(self, problem: Problem) -> None:
         """Before a solve's budget starts, what the first solve in a process would do once inside it
-        (the one-shot CLI; a service meets these once at its first solve): the trained predictor's
-        first call (a cold ONNX session allocates and optimises: 9 ms against 5 on a 12v12-deep pool)
-        and a first surrogate MIP of the problem's size (the build's first paths in pyscipopt and
-        SCIP; its instance then serves the solve's own build, as in a service). Neither is recorded
-        as a measurement, and nothing is left on ``problem``: the work runs on a twin of it, and
-        the solve does all of its own."""
+        (``mgmatch solve`` calls it on its pool; the service at start-up on a warm-up pool of each
+        pool's game, :meth:`mgmatch.app.runtime.Runtime.prepare_solvers`): the trained predictor's
+        first calls (a cold ONNX session allocates and optimises: 9 ms against 5 on a 12v12-deep
+        pool), a first surrogate MIP (the build's first paths in pyscipopt and SCIP; its instance then
+        serves this thread's next build) and a first tabu walk. None of it is recorded as a
+        measurement, and nothing is left on ``problem``: the work runs on a twin of it, and the solve
+        does all of its own."""
         from .surrogate import GradientPredictor
 
         twin = Problem(problem.instance, problem.model, model_name=problem.model_name)
