@@ -258,7 +258,7 @@ class Runtime:
                         backend = _WarmPredictor(self.predictors.get(pname))
                     solver = make_solver(method, predictor=backend)
                     if hasattr(solver, "prepare"):
-                        solver.prepare(problem)
+                        solver.prepare(problem, measure=False)
                         done.append((p.name, method))
                 except Exception as err:  # noqa: BLE001 - a warm-up never stops the service
                     log.warning("pool %s: %s not prepared before its first solve: %s", p.name, method, err)

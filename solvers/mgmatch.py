@@ -102,6 +102,7 @@ from .enumerate import best_assignment
 from .mip import (
     ENGAGEMENT_BUILDS,
     ENGAGEMENT_FREES,
+    SCIP_READS,
     SURROGATE_BUILDS,
     BuildClock,
     BuildInterrupted,
@@ -124,7 +125,7 @@ from .policy import (
 from .polish import PolishResult, polish
 from .selection import applicable as selection_applicable
 from .selection import selection_search, start_from_scores
-from .tabu import TabuResult, tabu_search
+from .tabu import TABU_ROUNDS, TabuResult, tabu_search
 
 #: default wall-clock budget when the caller gives none (the paper's 3v3 online limit)
 DEFAULT_TIME_LIMIT_MS = 100.0
@@ -481,15 +482,21 @@ class MGMatchSolver:
         self.last_choice: Choice | None = None
         warm_moves()  # the local searches' compiled scorer: loaded now, not inside the first budget
 
-    def prepare(self, problem: Problem) -> None:
+    def prepare(self, problem: Problem, measure: bool = True) -> None:
         """Before a solve's budget starts, what the first solve in a process would do once inside it
         (``mgmatch solve`` calls it on its pool; the service at start-up on a warm-up pool of each
         pool's game, :meth:`mgmatch.app.runtime.Runtime.prepare_solvers`): the trained predictor's
         first calls (a cold ONNX session allocates and optimises: 9 ms against 5 on a 12v12-deep
         pool), a first surrogate MIP (the build's first paths in pyscipopt and SCIP; its instance then
-        serves this thread's next build) and a first tabu walk. None of it is recorded as a
-        measurement, and nothing is left on ``problem``: the work runs on a twin of it, and the solve
-        does all of its own."""
+        serves this thread's next build) and a first tabu walk. Nothing is left on ``problem``: the
+        work runs on a twin of it, and the solve does all of its own.
+
+        ``measure``: then build the surrogate MIP and walk once more, warm, and record those as a
+        solve records them (the surrogate build's time by size, tabu search's pace), so the first
+        solve at a tight budget can choose its path from them as later ones do (a one-shot
+        `mgmatch solve` of a 12v12-deep pool at 10 ms answered nothing without them: it ran the
+        surrogate stage to measure it). Only for ``problem`` itself: a warm-up pool of another
+        shape would misstate them."""
         from .surrogate import GradientPredictor
 
         twin = Problem(problem.instance, problem.model, model_name=problem.model_name)
@@ -499,12 +506,30 @@ class MGMatchSolver:
                 self.predictor.predict([twin])
             _PREDICT_WARM.add(key)
         p = GradientPredictor().predict([twin])[0]
-        with released():
-            mip = MipModel.build(twin.compiled, checker=twin.checker, fast=True, reuse=True)
-            mip.set_linear_objective(p)
-            mip.set_time_limit(SURROGATE_MIN_S)
-            mip.solve()
-        tabu_search(twin, rounding(twin, p), time.perf_counter() + PREPARE_WALK_S, seed=self.seed)
+        # the cold pass's times (a first SCIP read, a first tabu iteration) are no measurement: the
+        # clocks the solve consults are put back as they were after it
+        clocks = (SCIP_READS, TABU_ROUNDS)
+        before = [c.snapshot() for c in clocks]
+        for warm in (False, True) if measure else (False,):
+            if warm:
+                for c, state in zip(clocks, before, strict=True):
+                    c.restore(state)
+            with released():
+                t0 = time.perf_counter()
+                mip = MipModel.build(twin.compiled, checker=twin.checker, fast=True, reuse=True)
+                if warm:
+                    SURROGATE_BUILDS.record(time.perf_counter() - t0, BuildClock.size(twin.compiled))
+                mip.set_linear_objective(p)
+                mip.set_time_limit(SURROGATE_MIN_S)
+                mip.solve()
+            start, stop = rounding(twin, p), time.perf_counter() + PREPARE_WALK_S
+            if warm:
+                self._tabu_run(twin, start, stop, 0.0, {})
+            else:
+                tabu_search(twin, start, stop, seed=self.seed)
+        if not measure:
+            for c, state in zip(clocks, before, strict=True):
+                c.restore(state)
 
     def expected_predict_s(self) -> float | None:
         """The trained predictor's expected time: the upper quartile of its last 8 calls in this

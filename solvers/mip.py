@@ -126,6 +126,14 @@ class BuildClock:
             rates.remove(max(rates))
             self.by_class[k] = rates
 
+    def snapshot(self) -> tuple[dict, dict]:
+        """The clock's records, for :meth:`restore` (e.g. around a warm-up whose cold times are no
+        measurement)."""
+        return dict(self.by_class), dict(self.skips)
+
+    def restore(self, state: tuple[dict, dict]) -> None:
+        self.by_class, self.skips = dict(state[0]), dict(state[1])
+
     def expected_s(self, size: int) -> float:
         """Expected seconds to build a model of ``size`` (0 before any of its class was measured:
         then it is tried, and measured)."""

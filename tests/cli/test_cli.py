@@ -162,3 +162,29 @@ def test_hostile_files_and_options_exit_2_with_one_line(example_paths, tmp_path)
     wrong.write_text(json.dumps({"format": "mgmatch-instance/v1", "status": "feasible",
                                  "teams": [["p01", "p02", "p05"], ["p03", "p06", "p07"]]}))
     assert "format" in one_line_error(run("check", inst, wrong, "--engagement", eng))
+
+
+def test_a_budgeted_solve_prepares_before_its_budget_and_an_unbudgeted_one_does_not(example_paths, monkeypatch):
+    """`mgmatch solve --time-limit-ms` is a one-shot process: the solver's first-call costs (a cold
+    predictor, SCIP's first model, tabu search's first walk) are paid by ``prepare`` before the budget
+    starts; without a budget there is nothing to protect. In process (typer's runner), with
+    ``prepare`` spied on."""
+    from typer.testing import CliRunner
+
+    from mgmatch.app.cli import _load_commands, cli
+    from mgmatch.solvers import mgmatch as mg
+
+    _load_commands()
+    calls = []
+    real = mg.MGMatchSolver.prepare
+    monkeypatch.setattr(mg.MGMatchSolver, "prepare", lambda self, problem, **kw: calls.append(
+        (problem.instance.n, kw)) or real(self, problem, **kw))
+    args = ["solve", str(example_paths["instance"]), "--method", "surrogate",
+            "--engagement", str(example_paths["engagement"])]
+    runner = CliRunner()
+    res = runner.invoke(cli, [*args, "--time-limit-ms", "50"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["status"] in ("optimal", "feasible")
+    assert calls == [(8, {})]
+    res = runner.invoke(cli, args)
+    assert res.exit_code == 0 and calls == [(8, {})]

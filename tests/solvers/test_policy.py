@@ -533,22 +533,41 @@ def test_the_enumeration_rate_is_measured(monkeypatch):
     assert len(policy._ENUM_RATES) == 2
 
 
-def test_prepare_warms_the_predictor_and_scip_outside_the_budget_and_leaves_the_problem_as_it_was(monkeypatch):
+def test_prepare_warms_the_predictor_and_scip_outside_the_budget_and_leaves_the_problem_as_it_was(monkeypatch,
+                                                                                                  fresh_build_clocks):
     """`mgmatch solve` is a one-shot process: ``prepare`` makes the predictor's cold calls (not
     recorded: the solve's own call is the first measurement), builds a surrogate MIP whose SCIP
-    instance the solve's build then reuses, and leaves nothing on the problem (a twin did the work)."""
+    instance the solve's build then reuses, records a warm build and tabu pace (so the first solve
+    at a tight budget can pick its path), and leaves nothing on the problem (a twin did the work).
+    With ``measure=False`` (the service's warm-up pool, of another shape) it records nothing."""
     from mgmatch.solvers import mip as mip_mod
+    from mgmatch.solvers import tabu as tabu_mod
 
+    _, surrogate_builds = fresh_build_clocks
     pr, = problems("12v12", 1)
     fixed = FixedPredictor(optimum(pr))
     solver = mg.MGMatchSolver(fixed, policy="pipeline")
     monkeypatch.setattr(mip_mod, "_IDLE", type(mip_mod._IDLE)())  # this thread holds no idle instance
+    monkeypatch.setattr(mg, "_TABU_PACE", {})
+    reads, rounds = BuildClock(), BuildClock()
+    for mod in (mip_mod, mg):
+        monkeypatch.setattr(mod, "SCIP_READS", reads)
+    for mod in (tabu_mod, mg):
+        monkeypatch.setattr(mod, "TABU_ROUNDS", rounds)
+    solver.prepare(pr, measure=False)
+    assert not surrogate_builds.by_class and not reads.by_class and not rounds.by_class and not mg._TABU_PACE
+    monkeypatch.setattr(mg, "_PREDICT_WARM", set())
+    fixed.calls = 0
     before = (set(pr.__dict__), {k: len(v) if isinstance(v, dict) else v for k, v in pr.checker.__dict__.items()})
     solver.prepare(pr)
     assert fixed.calls == mg.PREPARE_PREDICTS and "fixed" in mg._PREDICT_WARM
     assert "fixed" not in mg._PREDICT_TIMES  # cold calls are no measurement
     after = (set(pr.__dict__), {k: len(v) if isinstance(v, dict) else v for k, v in pr.checker.__dict__.items()})
     assert pr.extra == {} and after == before
+    # measured: one warm build, the warm walk's pace and iterations, one SCIP read (the cold pass's put back)
+    assert [len(v) for v in surrogate_builds.by_class.values()] == [1]
+    assert len(mg._TABU_PACE[mg._model_key(pr)]) == 1 and rounds.by_class
+    assert [len(v) for v in reads.by_class.values()] == [1]
     assert sum(len(v) for v in mip_mod._IDLE.models.values()) == 1  # its SCIP instance, idle for the solve
     sol = solver.solve(pr, Budget.of(5_000))
     assert fixed.calls == mg.PREPARE_PREDICTS + 1 and len(mg._PREDICT_TIMES["fixed"]) == 1
