@@ -35,10 +35,13 @@ PREDICT_SHARE = 0.5
 BATCH_METHOD = "joint"
 
 
-class _DeadlinePredictor:
-    """What a solver sees: the shared (batching or remote) predictor behind a per-solve deadline."""
+class DeadlinePredictor:
+    """What a solver sees: the shared (batching or remote) predictor behind a per-solve deadline.
 
-    def __init__(self, backend: Any, timeout_s: float, labels: tuple[str, str, str]):
+    ``labels`` (pool, method, arm): each call's time is observed as the ``inference`` stage; None for
+    calls that are no solve's (a start-up warm-up, :meth:`mgmatch.app.runtime.Runtime.prepare_solvers`)."""
+
+    def __init__(self, backend: Any, timeout_s: float, labels: tuple[str, str, str] | None = None):
         self.backend, self.timeout_s, self.labels = backend, timeout_s, labels
         self.version = backend.version
 
@@ -51,7 +54,8 @@ class _DeadlinePredictor:
         try:
             out = self.backend.predict(problems, timeout_s=self.timeout_s)
         finally:
-            metrics.STAGE_SECONDS.labels("inference", *self.labels).observe(time.perf_counter() - t0)
+            if self.labels is not None:
+                metrics.STAGE_SECONDS.labels("inference", *self.labels).observe(time.perf_counter() - t0)
         self.version = getattr(self.backend, "version", self.version)
         return out
 
@@ -109,7 +113,7 @@ class Engine:
                     raise PredictorDown("unavailable", f"no predictor named for {method!r} (anonymous engagement model)")
                 backend = self.predictors.get(name)
                 left = budget.left_s()
-                pred = _DeadlinePredictor(backend, max(0.001, (left or 1.0) * PREDICT_SHARE), (pool, method, arm))
+                pred = DeadlinePredictor(backend, max(0.001, (left or 1.0) * PREDICT_SHARE), (pool, method, arm))
                 solver = make_solver(method, predictor=pred)
                 with metrics.stage("solve", pool, method, arm):
                     sol = solver.solve(problem, budget)

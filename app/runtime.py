@@ -17,7 +17,7 @@ from mgmatch.core.errors import InvalidInput
 from .ab import Experiments
 from .capture import Capture
 from .config import ServiceConfig, load_config
-from .engine import Engine
+from .engine import DeadlinePredictor, Engine
 from .matchmaker import JobRunner, Matchmaker
 from .models_hub import EngagementModels, Predictors
 from .settings import Settings
@@ -111,20 +111,8 @@ class StoreProbe:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-class _WarmPredictor:
-    """A loaded predictor backend as a solver's ``Predictor`` for a warm-up (no per-solve deadline)."""
-
-    TIMEOUT_S = 5.0
-
-    def __init__(self, backend: Any):
-        self.backend, self.version = backend, backend.version
-
-    @property
-    def gate(self) -> dict | None:
-        return getattr(self.backend, "gate", None)
-
-    def predict(self, problems):
-        return self.backend.predict(problems, timeout_s=self.TIMEOUT_S)
+#: seconds a start-up warm-up waits for a predictor's answer (no solve's budget is running)
+WARM_PREDICT_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -198,12 +186,7 @@ class Runtime:
             return loaded
         wanted = []
         for p in self.config.pools:
-            methods = [(p.method, p.predictor, p.engagement_model)]
-            exp = self.experiments.for_pool(p.name)
-            if exp is not None:
-                methods += [(a.method or p.method, a.predictor or p.predictor, a.engagement_model or p.engagement_model)
-                            for a in exp.config.arms]
-            for method, predictor, model in methods:
+            for method, predictor, model in self._plans(p):
                 name = method_info(method).predictor_name(model, predictor)
                 if name is not None:
                     wanted.append(name)
@@ -214,6 +197,13 @@ class Runtime:
                 log.warning("predictor %s not loaded (solves will fall back): %s", name, err)
         self.prepare_solvers()
         return loaded
+
+    def _plans(self, p) -> list[tuple[str, Any, Any]]:
+        """(method, predictor, engagement model) of a pool and of each of its A/B arms."""
+        exp = self.experiments.for_pool(p.name)
+        arms = [] if exp is None else [(a.method or p.method, a.predictor or p.predictor,
+                                         a.engagement_model or p.engagement_model) for a in exp.config.arms]
+        return [(p.method, p.predictor, p.engagement_model), *arms]
 
     def prepare_solvers(self) -> list[tuple[str, str]]:
         """Each pool's (and arm's) first-solve costs paid now, not inside its first real solve's budget:
@@ -228,10 +218,7 @@ class Runtime:
         done: list[tuple[str, str]] = []
         seen: set[tuple] = set()
         for p in self.config.pools:
-            exp = self.experiments.for_pool(p.name)
-            arms = [] if exp is None else [(a.method or p.method, a.predictor or p.predictor,
-                                             a.engagement_model or p.engagement_model) for a in exp.config.arms]
-            for method, predictor, model in [(p.method, p.predictor, p.engagement_model), *arms]:
+            for method, predictor, model in self._plans(p):
                 key = (method, str(predictor), str(model), p.teams, p.sizes)
                 if key in seen:
                     continue
@@ -255,7 +242,7 @@ class Runtime:
                         pname = info.predictor_name(problem.model_name, predictor)
                         if pname is None or self.predictors is None:
                             continue
-                        backend = _WarmPredictor(self.predictors.get(pname))
+                        backend = DeadlinePredictor(self.predictors.get(pname), WARM_PREDICT_TIMEOUT_S)
                     solver = make_solver(method, predictor=backend)
                     if hasattr(solver, "prepare"):
                         solver.prepare(problem, measure=False)

@@ -507,29 +507,31 @@ class MGMatchSolver:
             _PREDICT_WARM.add(key)
         p = GradientPredictor().predict([twin])[0]
         # the cold pass's times (a first SCIP read, a first tabu iteration) are no measurement: the
-        # clocks the solve consults are put back as they were after it
+        # clocks the solve consults are put back as they were before it
         clocks = (SCIP_READS, TABU_ROUNDS)
         before = [c.snapshot() for c in clocks]
-        for warm in (False, True) if measure else (False,):
-            if warm:
-                for c, state in zip(clocks, before, strict=True):
-                    c.restore(state)
-            with released():
-                t0 = time.perf_counter()
-                mip = MipModel.build(twin.compiled, checker=twin.checker, fast=True, reuse=True)
-                if warm:
-                    SURROGATE_BUILDS.record(time.perf_counter() - t0, BuildClock.size(twin.compiled))
-                mip.set_linear_objective(p)
-                mip.set_time_limit(SURROGATE_MIN_S)
-                mip.solve()
-            start, stop = rounding(twin, p), time.perf_counter() + PREPARE_WALK_S
-            if warm:
-                self._tabu_run(twin, start, stop, 0.0, {})
-            else:
-                tabu_search(twin, start, stop, seed=self.seed)
-        if not measure:
-            for c, state in zip(clocks, before, strict=True):
-                c.restore(state)
+        self._prepare_pass(twin, p, record=False)
+        for c, state in zip(clocks, before, strict=True):
+            c.restore(state)
+        if measure:
+            self._prepare_pass(twin, p, record=True)
+
+    def _prepare_pass(self, twin: Problem, p: np.ndarray, record: bool) -> None:
+        """One surrogate MIP built and solved, and one tabu walk of :data:`PREPARE_WALK_S`; ``record``:
+        the build's time and the walk's pace recorded as a solve records them."""
+        with released():
+            t0 = time.perf_counter()
+            mip = MipModel.build(twin.compiled, checker=twin.checker, fast=True, reuse=True)
+            if record:
+                SURROGATE_BUILDS.record(time.perf_counter() - t0, BuildClock.size(twin.compiled))
+            mip.set_linear_objective(p)
+            mip.set_time_limit(SURROGATE_MIN_S)
+            mip.solve()
+        start, stop = rounding(twin, p), time.perf_counter() + PREPARE_WALK_S
+        if record:
+            self._tabu_run(twin, start, stop, 0.0, {})
+        else:
+            tabu_search(twin, start, stop, seed=self.seed)
 
     def expected_predict_s(self) -> float | None:
         """The trained predictor's expected time: the upper quartile of its last 8 calls in this

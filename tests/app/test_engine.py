@@ -364,7 +364,7 @@ def test_start_up_prepares_each_pools_first_solve_on_a_warm_up_pool_of_its_game(
         version = rt.predictors.get("3v3").version
         assert version in mg._PREDICT_WARM  # the first real solve's call is a measurement
 
-        def broken(self, problem):
+        def broken(self, problem, measure=True):
             raise RuntimeError("no SCIP here")
 
         monkeypatch.setattr(mg.MGMatchSolver, "prepare", broken)
