@@ -128,6 +128,8 @@ class Runtime:
     started_at: float = field(default_factory=time.time)
     solves: SolvePool | None = None
     probe: StoreProbe | None = None
+    #: (pool, method) pairs the start-up warm-up prepared (None: not run yet)
+    prepared: list[tuple[str, str]] | None = None
 
     def __post_init__(self) -> None:
         if self.solves is None:
@@ -183,6 +185,7 @@ class Runtime:
         warm_moves()  # the local searches' compiled scorer (numba): loaded or compiled now
         loaded: dict[str, str] = {}
         if self.predictors is None:
+            self._prepare_once()
             return loaded
         wanted = []
         for p in self.config.pools:
@@ -195,8 +198,14 @@ class Runtime:
                 loaded[name] = self.predictors.get(name).version
             except PredictorDown as err:
                 log.warning("predictor %s not loaded (solves will fall back): %s", name, err)
-        self.prepare_solvers()
+        self._prepare_once()
         return loaded
+
+    def _prepare_once(self) -> None:
+        """:meth:`prepare_solvers` at the first :meth:`warm` only (``serve`` warms in
+        :meth:`start_embedded` and again in :meth:`settle`)."""
+        if self.prepared is None:
+            self.prepared = self.prepare_solvers()
 
     def _plans(self, p) -> list[tuple[str, Any, Any]]:
         """(method, predictor, engagement model) of a pool and of each of its A/B arms."""

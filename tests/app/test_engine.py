@@ -360,9 +360,24 @@ def test_start_up_prepares_each_pools_first_solve_on_a_warm_up_pool_of_its_game(
     path.write_text(yaml.safe_dump(cfg))
     rt = Runtime.build(Settings(config=path, store="memory"))
     try:
+        calls = []
+        real = mg.MGMatchSolver.prepare
+        monkeypatch.setattr(mg.MGMatchSolver, "prepare", lambda self, problem, **kw: calls.append(1) or real(
+            self, problem, **kw))
+        rt.warm()
+        rt.settle()  # serve warms twice (start_embedded, then settle): the warm-up runs once
+        assert rt.prepared == [("net", "mgmatch"), ("grad", "surrogate")] and len(calls) == 2
         assert rt.prepare_solvers() == [("net", "mgmatch"), ("grad", "surrogate")]
         version = rt.predictors.get("3v3").version
         assert version in mg._PREDICT_WARM  # the first real solve's call is a measurement
+        # a process without predictors still prepares its model-free pools
+        no_net = Runtime.build(Settings(config=path, store="memory"))
+        no_net.predictors = None
+        try:
+            no_net.warm()
+            assert no_net.prepared == [("grad", "surrogate")]
+        finally:
+            no_net.stop()
 
         def broken(self, problem, measure=True):
             raise RuntimeError("no SCIP here")
