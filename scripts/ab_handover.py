@@ -14,6 +14,10 @@ from __future__ import annotations
 import gc
 import sys
 
+import mgmatch  # noqa: F401  (before numpy: the package sets one BLAS thread)
+
+# isort: split
+
 import numpy as np
 
 import mgmatch.solvers.mgmatch as mg

@@ -15,10 +15,13 @@ from __future__ import annotations
 import argparse
 import time
 
+import mgmatch  # noqa: F401  (before numpy: the package sets one BLAS thread)
+
+# isort: split
+
 import numpy as np
 import onnxruntime as ort
 
-import mgmatch  # noqa: F401  (one BLAS thread, set before numpy loads)
 from mgmatch.core.presets import generate_instances, resolve_model
 from mgmatch.core.problem import Problem
 from mgmatch.models.encoder import batch, encode

@@ -16,8 +16,12 @@ Usage: ``python scripts/interleaved.py --preset 12v12-deep --budgets 20,50,100 [
 :func:`mgmatch.solvers.policy.gate_verdict`) and writes a verdict per budget into that sidecar as
 ``gate``: ``network`` at a budget where the network ran in at least half of MGMatch's solves, MGMatch
 answered as many pools as ``surrogate`` (the same solver with the engagement gradient as P), and its
-mean gap minus ``surrogate``'s over the pools both answered is below 0; else ``gradient``. MGMatch
-then follows the verdict at the measured budget nearest each solve's (:mod:`mgmatch.solvers.mgmatch`).
+mean gap minus ``surrogate``'s over the pools both answered is below 0 by more than
+:data:`SIGNIFICANT_SE` standard errors; else ``gradient``. The gate records this machine's tabu pace
+on the model during the run (``pace_us``, the median over pools of what solves read). MGMatch then
+follows the verdict at the measured budget nearest each solve's, scaled by that pace over its own
+process's (:func:`mgmatch.solvers.policy.gate_budget_ms`): a 20 ms solve on a machine twice as fast
+reads the verdict measured at 40 ms.
 The reference per pool is the ``exact`` solver's answer within the time limit, or the best answer
 any solve found when that is better (12v12-deep's exact solves do not finish in 10 s).
 """
@@ -32,11 +36,21 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import mgmatch  # noqa: F401  (before numpy: the package sets one BLAS thread)
+
+# isort: split
+
 import numpy as np
 
 from mgmatch.app.resolve import make_solver
 from mgmatch.pipeline.bench_quality import problems_for
 from mgmatch.solvers.base import Budget, get_solver
+from mgmatch.solvers.mgmatch import tabu_pace_s
+
+#: the network gates in where it is ahead by more than this many standard errors: elsewhere the two
+#: are one algorithm in all but noise, and MGMatch runs `surrogate`'s (12v12 at 20 ms, 2026-11-28:
+#: −0.017 ± 0.016 points; the rule without it put the network in there)
+SIGNIFICANT_SE = 2.0
 
 
 def main() -> None:
@@ -73,6 +87,7 @@ def main() -> None:
     gc.freeze()
     objs = {(m, b): [] for m in methods for b in budgets}
     stats = {(m, b): [] for m in methods for b in budgets}
+    paces = []  # this machine's tabu pace on the model, after each pool's solves
     for r in range(args.repeat):
         for i, p in enumerate(problems):
             for b in budgets:
@@ -81,6 +96,9 @@ def main() -> None:
                     sol = solvers[m].solve(p, Budget.of(b))
                     objs[(m, b)].append(sol.objective)
                     stats[(m, b)].append(sol.stats)
+            pace = tabu_pace_s(p)
+            if pace is not None:
+                paces.append(pace)
     # the reference: the exact answer, or the best any solve found
     best = list(refs)
     for vals in objs.values():
@@ -106,7 +124,7 @@ def main() -> None:
             version = getattr(solvers["mgmatch"].predictor, "version", None)
             ran = float(np.mean([s.get("predictor_used") == version for s in stats[("mgmatch", b)]]))
             answered = {m: float(np.mean(gaps[m] < 1.0)) for m in methods}
-            ahead = (ran >= 0.5 and d.size > 0 and float(d.mean()) < 0
+            ahead = (ran >= 0.5 and d.size > 1 and float(d.mean()) + SIGNIFICANT_SE * float(se) < 0
                      and answered["mgmatch"] >= answered["surrogate"])
             verdict[f"{b:g}"] = {"use": "network" if ahead else "gradient",
                                  "diff_points": _points(d.mean()) if d.size else None,
@@ -119,8 +137,10 @@ def main() -> None:
             skipped = Counter(s.get("repair_skipped", "-") for s in stats[(m, b)])
             predict = np.mean([s.get("predict_ms") or 0.0 for s in stats[(m, b)]])
             print(f"    {m}: repair first {dict(first)}, repair skipped {dict(skipped)}, mean predict {predict:.2f} ms")
+    pace_us = round(1e6 * float(np.median(paces)), 1) if paces else None
+    print(f"tabu pace on {args.preset} during the run: median {pace_us} µs per iteration")
     if args.gate is not None:
-        write_gate(args.gate, verdict, args)
+        write_gate(args.gate, verdict, args, pace_us)
 
 
 def _points(x: float) -> float | None:
@@ -129,7 +149,7 @@ def _points(x: float) -> float | None:
     return round(100 * x, 4) if np.isfinite(x) else None
 
 
-def write_gate(sidecar: Path, verdict: dict, args: argparse.Namespace) -> None:
+def write_gate(sidecar: Path, verdict: dict, args: argparse.Namespace, pace_us: float | None) -> None:
     """The gate into the sidecar: a verdict per budget, and ``use`` for readers of one verdict
     (``network`` where it is ahead at some budget)."""
     ahead = [b for b, v in verdict.items() if v["use"] == "network"]
@@ -137,8 +157,10 @@ def write_gate(sidecar: Path, verdict: dict, args: argparse.Namespace) -> None:
             "rule": "per budget: network when it ran in >= half of MGMatch's solves (it runs when its expected "
                     "time fits half the time left), MGMatch answered as many pools as surrogate, and MGMatch "
                     "(network) minus surrogate (gradient), mean gap in points over interleaved pairs both "
-                    "answered, is < 0; else gradient. A solve follows the verdict at the measured budget "
-                    "nearest its own (log scale)",
+                    f"answered, plus {SIGNIFICANT_SE:g} standard errors, is < 0; else gradient. A solve follows "
+                    "the verdict at the measured budget nearest its own (log scale), its budget first scaled "
+                    "by pace_us (this machine's tabu pace on the model) over its process's",
+            "pace_us": pace_us,
             "by_budget_ms": verdict, "preset": args.preset, "count": args.count, "repeat": args.repeat,
             "seed": args.seed, "pool_size": args.pool_size,
             "command": "python " + " ".join(sys.argv), "measured": time.strftime("%Y-%m-%d", time.gmtime())}

@@ -11,6 +11,10 @@ from __future__ import annotations
 import argparse
 import gc
 
+import mgmatch  # noqa: F401  (before numpy: the package sets one BLAS thread)
+
+# isort: split
+
 import numpy as np
 
 from mgmatch.app.resolve import make_solver

@@ -14,6 +14,10 @@ from __future__ import annotations
 import argparse
 import time
 
+import mgmatch  # noqa: F401  (before numpy: the package sets one BLAS thread)
+
+# isort: split
+
 import numpy as np
 
 from mgmatch.pipeline.bench_quality import problems_for

@@ -13,9 +13,12 @@ from __future__ import annotations
 import argparse
 import gc
 
+import mgmatch  # noqa: F401  (before numpy: the package sets one BLAS thread)
+
+# isort: split
+
 import numpy as np
 
-import mgmatch  # noqa: F401  (one BLAS thread, set before numpy loads)
 from mgmatch.app.resolve import make_solver
 from mgmatch.pipeline.bench_quality import problems_for
 from mgmatch.solvers.base import Budget

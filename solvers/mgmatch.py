@@ -118,6 +118,7 @@ from .policy import (
     Choice,
     choose,
     enumerate_chunk,
+    gate_budget_ms,
     gate_verdict,
     record_enumeration,
     use_trained_predictor,
@@ -556,7 +557,11 @@ class MGMatchSolver:
 
         trained = not isinstance(self.predictor, GradientPredictor)
         key = str(getattr(self.predictor, "version", None))
-        verdict = gate_verdict(getattr(self.predictor, "gate", None), budget_ms) if trained else None
+        gate = getattr(self.predictor, "gate", None) if trained else None
+        pace = tabu_pace_s(problem)
+        verdict = gate_verdict(gate, budget_ms, pace) if trained else None
+        if verdict is not None and stats is not None and budget_ms is not None:
+            stats["gate_budget_ms"] = round(gate_budget_ms(gate, budget_ms, pace), 1)
         if verdict == "gradient":
             # measured offline: with this network MGMatch was behind the engagement gradient (`surrogate`)
             # at this budget, or nowhere ahead of it
@@ -1198,14 +1203,13 @@ def _repair_iterations(problem: Problem, budget: Budget, now: float, method: str
     """Tabu iterations the pipeline would leave after the surrogate stage, at the measured paces of
     this model and budget (None: one of them not measured yet). Where no stage completed, the
     shortest miss stands for it."""
-    model = _model_key(problem)
     key = _stage_key(problem, budget, method)
     stage = _upper_quartile(_SURROGATE_TIMES.get(key))
     if stage is None and _STAGE_MISSES.get(key):
         stage = min(_STAGE_MISSES[key])
     if stage is None:
         stage = _stage_estimate(problem)
-    pace = _upper_quartile(_TABU_PACE.get(model))
+    pace = tabu_pace_s(problem)
     if stage is None or pace is None:
         return None
     return (budget.deadline() - FINISH_RESERVE_S - now - stage) / pace
@@ -1229,6 +1233,12 @@ def _stage_key(problem: Problem, budget: Budget, method: str = "") -> tuple:
     again (interleaved 12v12 at 10 ms: the 2 of 80 MGMatch solves that did, none of `surrogate`'s;
     A/B arms of one pool run in one process the same way)."""
     return _search_key(problem, budget, method)
+
+
+def tabu_pace_s(problem: Problem) -> float | None:
+    """Seconds per tabu-search iteration on ``problem``'s engagement model in this process lately (the
+    upper quartile of the last walks' paces, as repair first reads it); None before a walk of it."""
+    return _upper_quartile(_TABU_PACE.get(_model_key(problem)))
 
 
 def _upper_quartile(times: list[float] | None) -> float | None:

@@ -206,15 +206,40 @@ def use_trained_predictor(expected_s: float | None, left_s: float | None, small_
     return expected_s <= share * left_s
 
 
-def gate_verdict(gate: dict | None, budget_ms: float | None) -> str | None:
+#: a gate's budgets are scaled by the two machines' tabu paces only within these bounds (a pace
+#: measured at a stalled moment must not move a solve to a verdict ten budgets away)
+GATE_SCALE_MIN, GATE_SCALE_MAX = 0.2, 5.0
+
+
+def gate_budget_ms(gate: dict | None, budget_ms: float | None, pace_s: float | None) -> float | None:
+    """``budget_ms`` on the machine that measured ``gate``: scaled by that machine's tabu pace (the
+    gate's ``pace_us``, seconds per iteration of MGMatch's tabu search on the model while it was
+    measured) over this process's (``pace_s``, :func:`mgmatch.solvers.mgmatch.tabu_pace_s`), within
+    [:data:`GATE_SCALE_MIN`, :data:`GATE_SCALE_MAX`]. What pays at a budget is set by the work that
+    fits it, not by milliseconds: the 12v12-deep gate measured on a machine at 445–709 µs per
+    iteration said ``gradient`` at 20 ms, and on one at 178–190 µs the network was ahead there by
+    0.07–0.09 points (± 0.03). Unscaled where either pace is unknown (a gate measured before it
+    recorded one; a process that has not walked yet)."""
+    if budget_ms is None or not isinstance(gate, dict):
+        return budget_ms
+    theirs = gate.get("pace_us")
+    if (not isinstance(theirs, (int, float)) or not math.isfinite(theirs) or theirs <= 0
+            or pace_s is None or not math.isfinite(pace_s) or pace_s <= 0):
+        return budget_ms
+    scale = min(GATE_SCALE_MAX, max(GATE_SCALE_MIN, theirs * 1e-6 / pace_s))
+    return budget_ms * scale
+
+
+def gate_verdict(gate: dict | None, budget_ms: float | None, pace_s: float | None = None) -> str | None:
     """A predictor sidecar's measured ``gate`` (``scripts/interleaved.py --gate``) at a solve's budget.
 
     A gate measured per budget (``by_budget_ms`` entries carrying ``use``) answers with the verdict
     at the measured budget nearest ``budget_ms`` on a log scale (the largest one for an unlimited
-    solve): ``"network"`` (the network runs when it fits :data:`GATED_PREDICT_SHARE` of the time left)
-    or ``"gradient"`` (it never runs). An older gate, one verdict for every budget, answers
-    ``"gradient"`` when it says so and None otherwise, as does a missing gate: the unmeasured rule
-    (:data:`PREDICT_SHARE`) decides.
+    solve), after scaling it to the gate's machine by tabu pace (:func:`gate_budget_ms`; ``pace_s``
+    is this process's): ``"network"`` (the network runs when it fits :data:`GATED_PREDICT_SHARE` of
+    the time left) or ``"gradient"`` (it never runs). An older gate, one verdict for every budget,
+    answers ``"gradient"`` when it says so and None otherwise, as does a missing gate: the
+    unmeasured rule (:data:`PREDICT_SHARE`) decides.
     """
     if not isinstance(gate, dict):
         return None
@@ -230,6 +255,7 @@ def gate_verdict(gate: dict | None, budget_ms: float | None) -> str | None:
                 measured[ms] = entry["use"]
     if not measured:
         return "gradient" if gate.get("use") == "gradient" else None
+    budget_ms = gate_budget_ms(gate, budget_ms, pace_s)
     if budget_ms is None or not math.isfinite(budget_ms) or budget_ms <= 0:
         return measured[max(measured)]
     nearest = min(measured, key=lambda ms: (abs(math.log(ms / budget_ms)), ms))

@@ -282,6 +282,49 @@ def test_a_gate_measured_per_budget_answers_with_the_nearest_budgets_verdict():
                                                  "50": {"use": "maybe"}}}, 50.0) is None
 
 
+def test_a_gates_budgets_are_scaled_by_the_two_machines_tabu_paces():
+    """A gate measured where tabu search took 500 µs an iteration, read by a process walking at 200 µs:
+    a 20 ms solve there does the work of 50 ms on the gate's machine, and reads that verdict."""
+    by_budget = {"20": {"use": "gradient"}, "50": {"use": "network"}}
+    gate = {"use": "network", "pace_us": 500.0, "by_budget_ms": by_budget}
+    assert policy.gate_budget_ms(gate, 20.0, 200e-6) == pytest.approx(50.0)
+    assert policy.gate_verdict(gate, 20.0, 200e-6) == "network"
+    assert policy.gate_verdict(gate, 50.0, 1250e-6) == "gradient"  # a slower machine: 50 ms reads 20
+    # unscaled where a pace is unknown: this process has not walked yet, or the gate predates pace_us
+    assert policy.gate_verdict(gate, 20.0, None) == "gradient"
+    assert policy.gate_verdict({"by_budget_ms": by_budget}, 20.0, 200e-6) == "gradient"
+    for bad in (0.0, -1.0, float("nan"), float("inf"), "fast", None):
+        assert policy.gate_budget_ms({**gate, "pace_us": bad}, 20.0, 200e-6) == 20.0
+    assert policy.gate_budget_ms(gate, 20.0, 0.0) == 20.0
+    # a pace measured at a stalled moment moves a budget at most GATE_SCALE_MAX (or _MIN) times
+    assert policy.gate_budget_ms(gate, 20.0, 1e-9) == pytest.approx(20.0 * policy.GATE_SCALE_MAX)
+    assert policy.gate_budget_ms(gate, 20.0, 1.0) == pytest.approx(20.0 * policy.GATE_SCALE_MIN)
+    assert policy.gate_budget_ms(gate, None, 200e-6) is None
+    assert policy.gate_verdict(gate, None, 200e-6) == "network"  # unlimited: the largest measured
+
+
+def test_the_solver_reads_its_gate_at_the_budget_scaled_by_its_measured_pace(monkeypatch):
+    """MGMatch scales its budget by its process's tabu pace on the model before reading the gate:
+    the same 200 ms solve reads `gradient` unscaled and `network` where its pace is 2.5 times the
+    gate machine's."""
+    monkeypatch.setattr(mg, "_PREDICT_TIMES", {})
+    monkeypatch.setattr(mg, "_PREDICT_WARM", set())
+    pr, = problems("12v12", 1)
+    pred = FixedPredictor(optimum(pr))
+    pred.gate = {"use": "network", "pace_us": 500.0,
+                 "by_budget_ms": {"200": {"use": "gradient"}, "500": {"use": "network"}}}
+    solver = mg.MGMatchSolver(pred, policy="pipeline")
+    monkeypatch.setattr(mg, "_TABU_PACE", {})
+    sol = solver.solve(pr, Budget.of(200))
+    assert sol.stats["predictor_gate"] == "gradient" and pred.calls == 0 and sol.has_assignment
+    assert sol.stats["gate_budget_ms"] == pytest.approx(200.0, abs=1.0)  # the budget less the teardown kept back
+    monkeypatch.setattr(mg, "_TABU_PACE", {mg._model_key(pr): [200e-6]})
+    assert mg.tabu_pace_s(pr) == pytest.approx(200e-6)
+    sol = solver.solve(pr, Budget.of(200))
+    assert sol.stats["predictor_gate"] == "network" and pred.calls == 1 and sol.has_assignment
+    assert sol.stats["gate_budget_ms"] == pytest.approx(500.0, abs=2.5)
+
+
 def test_a_network_gated_in_at_a_budget_runs_where_the_unmeasured_rule_would_skip_it(monkeypatch):
     """A 60 ms predictor does not fit 20% of 200 ms, but a gate that measured it ahead at 200 ms lets
     it run when it fits half the time left; at a budget the gate measured it behind, it never runs."""
