@@ -232,7 +232,8 @@ REGION_PROBE_EACH_S = 0.005
 #: 50 ms, 51–67 on those pools at 50 ms (10th–90th percentiles)
 REPAIR_MAX_ITERATIONS = 45
 #: ... and only while repairs succeed: at least REPAIR_MIN_RATE of the last REPAIR_KEEP tries (by
-#: engagement model, budget and method; judged from REPAIR_MIN_SEEN on). A failed try leaves the
+#: engagement model, budget, method and the predictor that ran, :func:`_repair_key`; judged from
+#: REPAIR_MIN_SEEN on). A failed try leaves the
 #: surrogate MIP 65% of the time: 12v12-deep at 20 ms repaired 44% of its pools in time, and 5% went
 #: unanswered. While they do not, one solve in REPAIR_RETRY_EVERY tries again (doubling after each
 #: retry that fails, up to REPAIR_RETRY_MAX); a retry that repairs starts the record afresh. At 85%,
@@ -858,7 +859,7 @@ class MGMatchSolver:
         if stats["repair_expected_iterations"] >= REPAIR_MAX_ITERATIONS:
             stats["repair_skipped"] = "iterations"  # the pipeline leaves tabu search time enough
             return None
-        key = _search_key(problem, budget, self.name)
+        key = _repair_key(problem, budget, self.name, stats.get("predictor_used"))
         tries = _REPAIRS.get(key, [])
         retry = False
         if not alone and len(tries) >= REPAIR_MIN_SEEN and sum(tries) < REPAIR_MIN_RATE * len(tries):
@@ -1223,6 +1224,15 @@ def _search_key(problem: Problem, budget: Budget, method: str) -> tuple:
     ``key[0]`` is the model (its measured builds, :data:`_SEARCH_BUILDS`, are the model's)."""
     model = _model_key(problem)
     return (model, None if budget.time_limit_ms is None else round(budget.time_limit_ms), method)
+
+
+def _repair_key(problem: Problem, budget: Budget, method: str, predictor: str | None) -> tuple:
+    """Repair first's record is kept per search key and per predictor that ran: a walk from the
+    network's rounding, after the network's time, says nothing of one from the gradient's. One
+    method runs both where its gate's scaled budget (:func:`~mgmatch.solvers.policy.gate_budget_ms`)
+    or its predictor's measured time sits at a boundary; with one record, the network's failed
+    repairs turned repair first off for the gradient's solves too."""
+    return (*_search_key(problem, budget, method), predictor)
 
 
 def _stage_key(problem: Problem, budget: Budget, method: str = "") -> tuple:

@@ -357,7 +357,7 @@ def test_repair_first_answers_without_the_surrogate_mip_where_tabu_would_get_few
     assert sol.stats["repair_first"] == "repaired" and "surrogate_ms" not in sol.stats
     assert sol.stats["tabu_iterations"] > 0 and sol.status == "feasible"
     assert pr.checker.feasible(team_of_from_teams(pr.instance, sol.teams)[None])[0]
-    assert mg._REPAIRS[key] == [True]
+    assert mg._REPAIRS[(*key, "fixed")] == [True]
     # with many iterations to come after the surrogate stage, the pipeline as before
     _repair_setup(monkeypatch, pr, 150, pace_s=1e-5)
     sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
@@ -418,7 +418,7 @@ def test_repairs_that_fail_give_the_time_to_the_surrogate_mip_then_stop_being_tr
     # tried until REPAIR_MIN_SEEN failures said it does not pay; then one retry in 3 solves, one in 6
     seen = mg.REPAIR_MIN_SEEN
     assert tried == [True] * seen + [False, False, True] + [False] * 5 + [True]
-    assert mg._REPAIR_RETRY_GAP[key] == 12
+    assert mg._REPAIR_RETRY_GAP[(*key, "fixed")] == 12
 
 
 def test_a_retry_that_repairs_starts_the_record_afresh(monkeypatch):
@@ -450,10 +450,32 @@ def test_a_retry_that_repairs_starts_the_record_afresh(monkeypatch):
     assert "repair_first" not in sol.stats and sol.stats["repair_skipped"] == "success_rate"
     sol = solve()  # the retry
     assert sol.stats["repair_first"] == "repaired" and "surrogate_ms" not in sol.stats
-    assert mg._REPAIRS[key] == [True] and mg._REPAIR_RETRY_GAP[key] == 2
+    assert mg._REPAIRS[(*key, "fixed")] == [True] and mg._REPAIR_RETRY_GAP[(*key, "fixed")] == 2
     for _ in range(3):  # and every solve after it tries again
         assert solve().stats["repair_first"] == "repaired"
-    assert mg._REPAIRS[key] == [True] * 4
+    assert mg._REPAIRS[(*key, "fixed")] == [True] * 4
+
+
+def test_repair_first_keeps_one_record_per_predictor_that_ran(monkeypatch):
+    """The network's failed repairs do not turn repair first off where the gradient runs instead (a
+    gate read at a boundary, or a network measured too slow): one record per predictor."""
+    import mgmatch.solvers.mgmatch as mg
+    from mgmatch.solvers.surrogate import GradientPredictor
+
+    pr = problems("12v12", 1, seed=6)[0]
+    bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))
+    key = _repair_setup(monkeypatch, pr, 150, pace_s=0.01)
+    assert mg._repair_key(pr, Budget.of(150), "mgmatch", "fixed") == (*key, "fixed")
+    mg._REPAIRS[(*key, "fixed")] = [False] * mg.REPAIR_KEEP  # the network's recent repairs all failed
+    pred = FixedPredictor(bad)
+    sol = MGMatchSolver(pred, policy="pipeline").solve(pr, Budget.of(150))
+    assert sol.stats["predictor_used"] == "fixed" and sol.stats["repair_skipped"] == "success_rate"
+    pred.gate = {"by_budget_ms": {"150": {"use": "gradient"}}}
+    sol = MGMatchSolver(pred, policy="pipeline").solve(pr, Budget.of(150))
+    assert sol.stats["predictor_used"] == GradientPredictor.version
+    assert sol.stats["repair_first"] == "repaired" and sol.has_assignment
+    assert mg._REPAIRS[(*key, GradientPredictor.version)] == [True]
+    assert mg._REPAIRS[(*key, "fixed")] == [False] * mg.REPAIR_KEEP
 
 
 def test_repair_first_also_where_the_search_build_would_not_fit(monkeypatch):
@@ -532,7 +554,7 @@ def test_where_the_surrogate_stage_leaves_the_search_no_time_repair_first_runs_w
         return real(problem, start, deadline, **kw)
 
     monkeypatch.setattr(mg, "tabu_search", spy)
-    mg._REPAIRS[key] = [False] * mg.REPAIR_KEEP  # recent repairs all failed
+    mg._REPAIRS[(*key, "fixed")] = [False] * mg.REPAIR_KEEP  # recent repairs all failed
     sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
     assert sol.stats["search_skipped"] == "no_time" and sol.stats["repair_first"] == "repaired"
     assert "surrogate_ms" not in sol.stats and sol.has_assignment and seen == [None]
