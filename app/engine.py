@@ -112,6 +112,13 @@ class Engine:
                 if name is None:
                     raise PredictorDown("unavailable", f"no predictor named for {method!r} (anonymous engagement model)")
                 backend = self.predictors.get(name)
+                # a network that cannot score this pool is refused before the solve: the solver may
+                # answer without calling it (its gate says `gradient` at this budget), and the pool
+                # would be served as `mgmatch` with nobody told its predictor is for another game
+                mismatch = getattr(backend, "problem_mismatch", None)
+                why = mismatch(problem) if callable(mismatch) else None
+                if why is not None:
+                    raise PredictorDown("error", f"predictor {name}: {why[1]}")
                 left = budget.left_s()
                 pred = DeadlinePredictor(backend, max(0.001, (left or 1.0) * PREDICT_SHARE), (pool, method, arm))
                 solver = make_solver(method, predictor=pred)

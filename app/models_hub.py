@@ -189,6 +189,13 @@ class BatchingPredictor:
         """The inner predictor's measured gate (its sidecar's ``gate``), None when it has none."""
         return getattr(self.inner, "gate", None)
 
+    def problem_mismatch(self, problem: Any) -> tuple[str, str] | None:
+        """The inner predictor's ``(field, message)`` saying why it cannot score ``problem``
+        (:meth:`mgmatch.models.runtime.OnnxPredictor.problem_mismatch`); None when it can, or when it
+        has no such check."""
+        check = getattr(self.inner, "problem_mismatch", None)
+        return check(problem) if callable(check) else None
+
     def predict(self, problems: list, timeout_s: float | None = None) -> list[np.ndarray]:
         fut: Future = Future()
         self._q.put((problems, fut))
