@@ -216,9 +216,9 @@ def gate_budget_ms(gate: dict | None, budget_ms: float | None, pace_s: float | N
     gate's ``pace_us``, seconds per iteration of MGMatch's tabu search on the model while it was
     measured) over this process's (``pace_s``, :func:`mgmatch.solvers.mgmatch.tabu_pace_s`), within
     [:data:`GATE_SCALE_MIN`, :data:`GATE_SCALE_MAX`]. What pays at a budget is set by the work that
-    fits it, not by milliseconds: the 12v12-deep gate measured on a machine at 445–709 µs per
-    iteration said ``gradient`` at 20 ms, and on one at 178–190 µs the network was ahead there by
-    0.07–0.09 points (± 0.03). Unscaled where either pace is unknown (a gate measured before it
+    fits it, not by milliseconds: the 12v12-deep gate measured on a machine whose 12v12 pace was
+    445–709 µs per iteration said ``gradient`` at 20 ms, and on one at 178–190 µs the network was
+    ahead there by 0.07–0.09 points (± 0.03). Unscaled where either pace is unknown (a gate measured before it
     recorded one; a process that has not walked yet)."""
     if budget_ms is None or not isinstance(gate, dict):
         return budget_ms
