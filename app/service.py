@@ -25,7 +25,7 @@ import redis.exceptions
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StringConstraints, WithJsonSchema
 
 from mgmatch.core.errors import InvalidInput
-from mgmatch.core.instance import Instance, Player, parse_instance
+from mgmatch.core.instance import Instance, Player, PlayerExtras, parse_instance
 from mgmatch.core.jsontypes import Integer, Number
 from mgmatch.core.limits import (
     MAX_BACKFILL_TTL_S,
@@ -84,8 +84,13 @@ AttrValue = Annotated[str | float | bool, PlainValidator(_attribute_value), With
     {"anyOf": [{"type": "string", "maxLength": MAX_TEXT_CHARS}, {"type": "number"}, {"type": "boolean"}]})]
 
 
-class PlayerIn(Player):
-    """A player in a ticket (the spec's player; ``waited_s`` and ``party`` are set by the service)."""
+class PlayerIn(Player, PlayerExtras):
+    """A player in a ticket (the spec's player; ``waited_s`` and ``party`` are set by the service).
+
+    Besides the spec's fields it takes the optional ones solvers read (:class:`PlayerExtras`:
+    EOMM's ``sigma``, ``recent`` and ``games_per_day``, the Awesomenauts score's ``previous`` and
+    ``peer_pings``), so a pool served by those methods gets them through tickets; any other field
+    is refused (422 naming it)."""
 
     model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
 

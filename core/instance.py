@@ -82,7 +82,7 @@ class PreviousMatch(BaseModel):
     opponents: list[PlayerRef] | None = Field(default=None, max_length=MAX_PLAYER_REFS)
 
 
-class _Extras(BaseModel):
+class PlayerExtras(BaseModel):
     """The optional player fields beyond the spec's that solvers read (README: additions).
 
     Checked here, where the instance is read, so that a solver never meets a value it cannot use;
@@ -139,9 +139,9 @@ class Player(BaseModel):
     @model_validator(mode="after")
     def _known_extras(self) -> Player:
         extra = self.model_extra
-        if extra and not extra.keys().isdisjoint(_Extras.model_fields):
+        if extra and not extra.keys().isdisjoint(PlayerExtras.model_fields):
             try:
-                _Extras.model_validate(extra)
+                PlayerExtras.model_validate(extra)
             except ValidationError as err:
                 raise from_pydantic(err) from None
         return self
