@@ -12,7 +12,8 @@
 - ``GET /healthz`` (process up), ``/readyz`` (store answers a ping within ``MGMATCH_READYZ_TIMEOUT_S``,
   workers running), ``/metrics``.
 
-Bad input is 422 (400 for a body that is not JSON or nests too deep, 413 for one too large) with
+Bad input is 422 (400 ``body`` for a body that is not JSON — truncated, garbage, not UTF-8, empty — on every
+route, or that nests too deep; 413 for one too large) with
 ``{"error": {"field", "message"}}`` naming the field (FastAPI's own validation errors are
 rewritten to the same shape and keep ``detail``; so are routing's own 404 ``path`` and 405 ``method``). Reusing an
 idempotency key for another ticket is 409 ``idempotency_key``. An unreachable store or a full solve pool is
@@ -181,6 +182,50 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not a finite number")
 
 
+def _parse_json(raw: bytes | str) -> Any:
+    """A request body read as JSON the way ``/v1/solve`` reads it: ``ValueError`` when it is not JSON
+    (bad syntax, truncated, empty, not UTF-8, or NaN/Infinity, which JSON does not have)."""
+    return json.loads(raw, parse_constant=_reject_constant)
+
+
+def _not_json(err: Exception) -> JSONResponse:
+    """Every JSON-body route's answer to a body that is not JSON: 400 naming ``body``, with the parser's reason."""
+    return _err(400, "body", f"body: not valid JSON ({str(err)[:200]})")
+
+
+def _empty_body(request: Request) -> bool:
+    """Whether the request came without a body (``Content-Length: 0``, or neither length nor chunks)."""
+    length = request.headers.get("content-length")
+    if length is not None:
+        return length.strip() == "0"
+    return "transfer-encoding" not in request.headers
+
+
+def _why_not_json(request: Request, exc: RequestValidationError) -> ValueError | None:
+    """Why a JSON-body route's body is not JSON at all, when one of FastAPI's errors is about that (its
+    ``json_invalid``, the whole body missing because it was empty, or the raw bytes of a body sent under
+    another content type); None when the body is JSON and the errors are about its value (those stay 422)."""
+    for e in exc.errors():
+        loc = tuple(e.get("loc", ()))
+        if loc[:1] != ("body",):
+            continue
+        if e.get("type") == "json_invalid":  # FastAPI's parse failed; exc.body holds the decoded text
+            raw = exc.body if isinstance(exc.body, (str, bytes)) else ""
+            fallback = ValueError(f"{(e.get('ctx') or {}).get('error', 'invalid JSON')} (char {loc[-1]})")
+        elif loc == ("body",) and isinstance(exc.body, (bytes, bytearray)):  # not parsed: not a JSON content type
+            raw, fallback = bytes(exc.body), None
+        elif loc == ("body",) and e.get("type") == "missing" and _empty_body(request):
+            raw, fallback = b"", ValueError("empty body")
+        else:
+            continue
+        try:
+            _parse_json(raw)
+        except ValueError as err:
+            return err
+        return fallback
+    return None
+
+
 def create_app(rt: Runtime) -> FastAPI:
     app = FastAPI(title="mgmatch", version="0.1.0",
                   description="Real-time matchmaking that maximizes predicted engagement under hard rules.")
@@ -188,6 +233,11 @@ def create_app(rt: Runtime) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):
+        # a body that is not JSON at all is 400 `body` on every route, as /v1/solve answers it (FastAPI's
+        # own json_invalid error would read "[15]: JSON decode error", a 422 naming a character offset)
+        why = _why_not_json(request, exc)
+        if why is not None:
+            return _not_json(why)
         errors = exc.errors()
         first = dict(errors[0]) if errors else {"loc": (), "msg": "invalid request"}
         loc = tuple(first.get("loc", ()))
@@ -199,6 +249,9 @@ def create_app(rt: Runtime) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
+            # FastAPI's body read failed outside its JSON parser (a body that is not UTF-8): not JSON either
+            return _not_json(exc.__cause__)
         # routing's own answers (no such path, method not allowed) in the error shape of every other answer
         field = {404: "path", 405: "method"}.get(exc.status_code, "request")
         what = request.url.path if field == "path" else request.method
@@ -244,9 +297,9 @@ def create_app(rt: Runtime) -> FastAPI:
         t0 = time.perf_counter()
         raw = await request.body()
         try:
-            obj = json.loads(raw, parse_constant=_reject_constant)
+            obj = _parse_json(raw)
         except ValueError as err:
-            return _err(400, "body", f"body: not valid JSON ({str(err)[:200]})")
+            return _not_json(err)
         if not isinstance(obj, dict):
             return _err(422, "body", "body: expected a JSON object (an instance)")
         inst, plan = service.solve_request(rt, obj, x_mgmatch_ab_key)
