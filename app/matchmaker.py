@@ -39,6 +39,43 @@ from .waits import diagnose
 
 log = logging.getLogger("mgmatch.matchmaker")
 
+#: the longest wait between two tries while the store is unavailable
+MAX_BACKOFF_S = 2.0
+#: errors that mean the store cannot answer now (Redis down, restarting, failing over), not a bug: backed
+#: off and logged once per outage. The Redis store turns its client's errors into StoreUnavailable; a
+#: socket error that escapes it counts too.
+OUTAGE_ERRORS: tuple[type[BaseException], ...] = (StoreUnavailable, ConnectionError, TimeoutError)
+
+
+class Outage:
+    """Exponential back-off while the store is unavailable, logged once when it starts and once
+    when it ends (not per attempt). Shared by the embedded matchmaker loop and the separate workers."""
+
+    def __init__(self, what: str, first_s: float = 0.05, cap_s: float = MAX_BACKOFF_S,
+                 logger: logging.Logger | None = None):
+        self.what, self.first_s, self.cap_s = what, first_s, cap_s
+        self.log = logger if logger is not None else log
+        self.since: float | None = None
+        self.delay = 0.0
+        self.attempts = 0
+
+    def failed(self, err: Exception) -> float:
+        """Record one failure; returns how long to wait before the next attempt."""
+        if self.since is None:
+            self.since, self.delay, self.attempts = time.monotonic(), self.first_s, 0
+            self.log.warning("%s: store unavailable (%s); retrying with back-off up to %.1f s", self.what, err,
+                             self.cap_s)
+        else:
+            self.delay = min(self.cap_s, self.delay * 2)
+        self.attempts += 1
+        return self.delay
+
+    def ok(self) -> None:
+        if self.since is not None:
+            self.log.info("%s: store back after %.1f s (%d failed attempts)", self.what,
+                          time.monotonic() - self.since, self.attempts)
+            self.since = None
+
 
 def waiting_of(t: Ticket) -> Waiting:
     """The dispatch policy's view of a ticket; InvalidInput (naming the player) if a stored player
@@ -303,6 +340,13 @@ class Matchmaker:
         # with the runner's engine or the one given: see mgmatch.app.backfill)
         engine = engine if engine is not None else (runner.engine if runner is not None else None)
         self.backfiller = Backfiller(pool, store, engine) if engine is not None else None
+        # run_forever: a store outage backs off (logged once when it starts, once when it ends); any other
+        # error of a tick is logged with its traceback at most once every error_log_every_s
+        self.outage = Outage(f"matchmaker pool {pool.name}")
+        self.error_wait_s = 0.5
+        self.error_log_every_s = 60.0
+        self._error_logged_at = float("-inf")
+        self._errors_unlogged = 0
 
     def _policy(self, arm: str | None):
         if arm not in self._policies:
@@ -435,17 +479,38 @@ class Matchmaker:
         for t, _, _ in due[self.max_diagnoses_per_tick:]:  # not diagnosed this tick: try again on the next one
             self._unmatched[t.id] -= 1
 
+    def step(self) -> float:
+        """One iteration of :meth:`run_forever`: a tick; returns how long to wait before the next one (0
+        after a tick that formed something). Never raises: a store outage backs off (``self.outage``: 50 ms
+        doubling to 2 s, one warning when it starts, one line when it ends) and matching resumes once the
+        store answers; the store recovers claims of an interrupted tick by their lease. Any other error is
+        logged with its traceback at most once every ``error_log_every_s`` and retried after
+        ``error_wait_s``."""
+        try:
+            formed = self.tick()
+        except OUTAGE_ERRORS as err:
+            return self.outage.failed(err)
+        except Exception:  # a bug or bad data: keep the loop alive, without a traceback per tick
+            now = time.monotonic()
+            if now - self._error_logged_at >= self.error_log_every_s:
+                more = (f" ({self._errors_unlogged} more failed ticks were not logged)"
+                        if self._errors_unlogged else "")
+                log.exception("pool %s: tick failed%s; the same is logged at most once every %g s",
+                              self.pool.name, more, self.error_log_every_s)
+                self._error_logged_at, self._errors_unlogged = now, 0
+            else:
+                self._errors_unlogged += 1
+            return max(self.tick_s, self.error_wait_s)
+        self.outage.ok()
+        return 0.0 if formed else self.tick_s
+
     def run_forever(self) -> None:
         metrics.WORKER_UP.labels(f"matchmaker-{self.pool.name}").set(1)
         try:
             while not self._stop.is_set():
-                try:
-                    formed = self.tick()
-                except Exception:  # keep the loop alive; the store recovers claims by lease
-                    log.exception("pool %s: tick failed", self.pool.name)
-                    formed = 0
-                if not formed:
-                    self._stop.wait(self.tick_s)
+                wait = self.step()
+                if wait > 0:
+                    self._stop.wait(wait)
         finally:
             metrics.WORKER_UP.labels(f"matchmaker-{self.pool.name}").set(0)
 

@@ -42,44 +42,16 @@ from mgmatch.core.instance import parse_instance
 
 from . import metrics
 from .keys import BLOCK_MS, HEARTBEAT_TTL_S, INFERENCE_REPLY_TTL_S
-from .matchmaker import Job, Matchmaker
+from .matchmaker import MAX_BACKOFF_S, Job, Matchmaker, Outage
 from .models_hub import PredictorDown
 from .runtime import Runtime
 from .store import RedisStore, StoreUnavailable, wait_reachable
 
 log = logging.getLogger("mgmatch.worker")
-MAX_BACKOFF_S = 2.0
 
 
 class StartupTimeout(RuntimeError):
     """Redis did not answer within the start-up wait."""
-
-
-class Outage:
-    """Exponential back-off while the store is unavailable, logged once when it starts and once
-    when it ends (not per attempt)."""
-
-    def __init__(self, what: str, first_s: float = 0.05, cap_s: float = MAX_BACKOFF_S):
-        self.what, self.first_s, self.cap_s = what, first_s, cap_s
-        self.since: float | None = None
-        self.delay = 0.0
-        self.attempts = 0
-
-    def failed(self, err: Exception) -> float:
-        """Record one failure; returns how long to wait before the next attempt."""
-        if self.since is None:
-            self.since, self.delay, self.attempts = time.monotonic(), self.first_s, 0
-            log.warning("%s: store unavailable (%s); retrying with back-off up to %.1f s", self.what, err, self.cap_s)
-        else:
-            self.delay = min(self.cap_s, self.delay * 2)
-        self.attempts += 1
-        return self.delay
-
-    def ok(self) -> None:
-        if self.since is not None:
-            log.info("%s: store back after %.1f s (%d failed attempts)", self.what, time.monotonic() - self.since,
-                     self.attempts)
-            self.since = None
 
 
 class Harness:
@@ -89,7 +61,7 @@ class Harness:
         self.kind, self.rt, self.store = kind, rt, rt.store
         self.worker_id = rt.settings.worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.stop = threading.Event()
-        self.outage = Outage(f"{kind} {self.worker_id}")
+        self.outage = Outage(f"{kind} {self.worker_id}", logger=log)
 
     def install_signals(self) -> None:
         def handler(signum, _frame):
@@ -111,7 +83,7 @@ class Harness:
         return bool(reached)
 
     def _beat(self) -> None:
-        outage = Outage(f"{self.kind} {self.worker_id} heartbeat")
+        outage = Outage(f"{self.kind} {self.worker_id} heartbeat", logger=log)
         while not self.stop.is_set():
             try:
                 self.store.heartbeat(self.kind, self.worker_id, HEARTBEAT_TTL_S)
