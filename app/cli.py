@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import pkgutil
 import sys
 from typing import Any, NoReturn
@@ -43,6 +44,17 @@ def fail(message: str) -> NoReturn:
 #: largest seed a command takes: numpy's seed sequences need seeds ≥ 0, OR-Tools (optmatch) seeds < 2**31
 MAX_SEED = 2**31 - 1
 
+#: largest ``--time-limit-ms`` of ``mgmatch solve``: a day. The HTTP API caps a request at
+#: ``MGMATCH_MAX_TIME_LIMIT_MS`` (10 s); offline solves may run far longer, but never unbounded (the
+#: local searches use all of their budget, so ``1e308`` ran until it was killed).
+MAX_TIME_LIMIT_MS = 86_400_000.0
+
+#: import name → distribution, for what the service image leaves out on purpose (the torch side and the
+#: offline tools; ``NOT_IN_IMAGE`` of scripts/check-deps.py). A command that needs one of them exits 2
+#: saying so instead of a traceback.
+OFFLINE_PACKAGES = {"torch": "torch", "torch_geometric": "torch-geometric", "onnx": "onnx",
+                    "matplotlib": "matplotlib", "tqdm": "tqdm", "ray": "ray"}
+
 
 def short_int(v: int) -> str:
     """An integer for an error message: its digits, or its size when it has more than 20."""
@@ -52,6 +64,16 @@ def short_int(v: int) -> str:
 def seed_option(*names: str, help: str) -> Any:
     """The ``--seed`` option of every command: an integer in 0 … :data:`MAX_SEED` (else exit 2 naming it)."""
     return typer.Option(*names, help=help, min=0, max=MAX_SEED)
+
+
+def check_time_limit_ms(value: float | None, flag: str = "--time-limit-ms") -> None:
+    """A wall-clock budget in ms: finite, > 0 and ≤ :data:`MAX_TIME_LIMIT_MS` (else exit 2 naming ``flag``)."""
+    if value is None:
+        return
+    if not (value > 0 and math.isfinite(value)):
+        fail(f"{flag} must be a finite number > 0, got {value}")
+    if value > MAX_TIME_LIMIT_MS:
+        fail(f"{flag} must be ≤ {MAX_TIME_LIMIT_MS:,.0f} (a day), got {value:g}")
 
 
 def emit(obj: Any) -> None:
@@ -67,11 +89,35 @@ def _load_commands() -> None:
         importlib.import_module(f"{commands.__name__}.{mod.name}")
 
 
+def _command_name(command: Any, args: list[str]) -> str:
+    """``bench predictor`` for args ``["bench", "predictor", "--count", …]``."""
+    names: list[str] = []
+    for arg in args:
+        sub = (getattr(command, "commands", None) or {}).get(arg)
+        if sub is None:
+            break
+        names.append(arg)
+        command = sub
+    return " ".join(names) or "this command"
+
+
+def missing_package_message(err: ImportError, command: str = "this command") -> str | None:
+    """The one line for a missing offline-only package (:data:`OFFLINE_PACKAGES`), or None for any other."""
+    dist = OFFLINE_PACKAGES.get((err.name or "").split(".")[0])
+    if dist is None:
+        return None
+    if dist == "ray":
+        return f"{command} needs ray, which is not installed here: pip install 'mgmatch[ray]'"
+    return (f"{command} needs {dist}, which is not installed here (the service image leaves out the training "
+            f"tools): use the full install, pip install mgmatch (with torch; see README)")
+
+
 def main(argv: list[str] | None = None) -> None:
     _load_commands()
     command = typer.main.get_command(cli)
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        rv = command.main(args=argv, prog_name="mgmatch", standalone_mode=False)
+        rv = command.main(args=args, prog_name="mgmatch", standalone_mode=False)
     except cx.NoArgsIsHelpError as err:  # pragma: no cover - prints help
         sys.stdout.write((err.ctx.get_help() if err.ctx else str(err)) + "\n")
         sys.exit(2)
@@ -80,6 +126,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except (InvalidInput, UsageFailure) as err:
         sys.stderr.write(f"mgmatch: {str(err).splitlines()[0]}\n")
+        sys.exit(2)
+    except ImportError as err:  # the service image has no torch, tqdm, …: the offline commands say so
+        message = missing_package_message(err, _command_name(command, args))
+        if message is None:
+            raise
+        sys.stderr.write(f"mgmatch: {message}\n")
         sys.exit(2)
     except typer.Exit as err:
         sys.exit(err.exit_code)

@@ -397,17 +397,55 @@ def label(preset: str, count: int, seed: int, out: str | Path, workers: int = 1,
                     f"label {preset}")
 
 
+class _PlainProgress:
+    """The progress line without tqdm (the service image has none): ``label 3v3: 12/100 optimal=11 gap_only=1``,
+    rewritten in place at most twice a second, only when stderr is a terminal (else nothing)."""
+
+    def __init__(self, total: int, desc: str) -> None:
+        self.total, self.desc, self.n, self.postfix = total, desc, 0, ""
+        self.shown, self.width = 0.0, 0
+        self.tty = sys.stderr.isatty()
+
+    def _show(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.tty and (force or now - self.shown >= 0.5):
+            self.shown = now
+            line = f"{self.desc}: {self.n}/{self.total} {self.postfix}".rstrip()
+            sys.stderr.write("\r" + line.ljust(self.width))
+            sys.stderr.flush()
+            self.width = len(line)
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        self._show()
+
+    def set_postfix(self, **fields) -> None:
+        self.postfix = " ".join(f"{k}={v}" for k, v in fields.items())
+
+    def close(self) -> None:
+        if self.tty and self.shown:
+            self._show(force=True)
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _progress_bar(total: int, desc: str):
+    """A tqdm bar on stderr, or :class:`_PlainProgress` where tqdm is not installed (the service image):
+    labelling never needs it."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _PlainProgress(total, desc)
+    return tqdm(total=total, desc=desc, unit="inst", file=sys.stderr)
+
+
 def _execute(root: Path, manifest: dict, jobs: list[str], done_before: int, what: str | None, count: int,
              workers: int, ray_address: str | None, progress: bool, t0: float, desc: str,
              instances: str | None = None) -> LabelRun:
     """Solve ``jobs``, append each record as it arrives, update the manifest; returns the run."""
     counts = {"optimal": 0, "feasible": 0, "none": 0}
     solve_s = 0.0
-    bar = None
-    if progress and jobs:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(jobs), desc=desc, unit="inst", file=sys.stderr)
+    bar = _progress_bar(len(jobs), desc) if progress and jobs else None
 
     def on_result(text: str) -> None:
         nonlocal solve_s

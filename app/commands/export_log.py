@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -71,11 +72,16 @@ def export_log_cmd(
         for p in pool:
             if not re.match(POOL_NAME, p):
                 fail(f"--pool: {p!r} is not a pool name ({POOL_NAME})")
-        pools = list(dict.fromkeys(pool))
-    else:
-        pools = [p.name for p in load_config(settings.config).pools]
+    configured = [p.name for p in load_config(settings.config).pools]
+    pools = list(dict.fromkeys(pool)) if pool else configured
     st = make_store(settings)
     try:
+        for p in pools:
+            # a pool no longer in the config still exports while the store keeps its records (retention);
+            # one that neither knows is a typo, not "no matches yet"
+            if p not in configured and not st.match_index(p, float("-inf"), 1):
+                fail(f"--pool: unknown pool {p!r}: not in the config ({', '.join(configured) or 'no pools'}) and "
+                     f"the store holds no match of it")
         stats = export_matchlog(st, pools, out, t0)
     except StoreUnavailable as err:
         fail(f"--redis-url: cannot read the store at {settings.redis_url}: {err}")
@@ -83,5 +89,10 @@ def export_log_cmd(
         fail(str(err))
     finally:
         st.close()
+    if not stats.matches:
+        kept = sum(stats.without_result.values())
+        sys.stderr.write(f"mgmatch: export-log: no matches with a result in {', '.join(pools)}"
+                         + (f" since {since}" if since is not None else "")
+                         + (f" ({kept} without one yet)" if kept else "") + f"; {out} is empty\n")
     emit({"out": str(out), "matches": stats.matches, "per_pool": stats.written,
           "without_result": stats.without_result})

@@ -109,7 +109,11 @@ def fit_cmd(
     for p in [*logs, *(holdout_logs or [])]:  # type: ignore[misc]
         if not p.is_file():
             fail(f"--logs: no such file {str(p)!r}")
-    from mgmatch.pipeline.fit_engagement import LogFitConfig, fit_log
+    try:
+        from mgmatch.pipeline.fit_engagement import LogFitConfig, fit_log
+    except ImportError:  # no torch (the service image): a bad log is still reported as such, before that
+        _validate_logs(list(logs), holdout_logs)  # type: ignore[arg-type]
+        raise
 
     n_epochs = epochs or 30
     cfg = LogFitConfig(epochs=n_epochs, seed=seed, holdout_share=holdout_share, val_share=val_share,
@@ -130,6 +134,20 @@ def fit_cmd(
     emit({"out": str(out), "teams": r["teams"], "feature_dim": r["feature_dim"], "matches": r["matches"],
           "holdout": r["holdout"], "epochs_run": r["epochs_run"], "best_epoch": r["best_epoch"],
           "seconds": r["seconds"], **({"plot": str(plot)} if plot else {})})
+
+
+def _validate_logs(logs: list[Path], holdout_logs: list[Path] | None) -> None:
+    """Pass 1 of the log reader (numpy only, no progress bar): InvalidInput naming the file, line and field of
+    the first bad line, or the log's shape when the held-out log's teams and features differ from it."""
+    from mgmatch.core.errors import InvalidInput
+    from mgmatch.pipeline.matchlog import measure
+
+    shape = measure(logs)
+    if holdout_logs:
+        hold = measure(holdout_logs)
+        if (hold.teams, hold.feature_dim) != (shape.teams, shape.feature_dim):
+            raise InvalidInput("holdout_logs", f"has {hold.teams} teams × {hold.feature_dim} features; "
+                                               f"the log has {shape.teams} × {shape.feature_dim}")
 
 
 def _write(result, out: Path, plot: Path | None) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -10,7 +9,7 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from mgmatch.app.cli import cli, emit, fail, seed_option
+from mgmatch.app.cli import MAX_TIME_LIMIT_MS, check_time_limit_ms, cli, emit, seed_option
 from mgmatch.app.resolve import build_problem, make_solver
 from mgmatch.core.instance import read_json
 from mgmatch.core.solution import parse_solution, team_of_from_teams
@@ -29,13 +28,12 @@ def solve_cmd(
     instance: Annotated[Path, typer.Argument(help="Instance file (mgmatch-instance/v1).")],
     method: Annotated[str, typer.Option("--method", "-m", help=_method_help())] = "exact",
     engagement: Annotated[Path | None, typer.Option(help="Engagement model file (mgmatch-engagement/v1).")] = None,
-    time_limit_ms: Annotated[float | None, typer.Option("--time-limit-ms", help="Wall-clock budget in ms.")] = None,
+    time_limit_ms: Annotated[float | None, typer.Option("--time-limit-ms", help=f"Wall-clock budget in ms (> 0, ≤ {MAX_TIME_LIMIT_MS:,.0f}: a day).")] = None,
     predictor: Annotated[str | None, typer.Option(help="Predictor for mgmatch/bgcn: a shipped name or an ONNX file.")] = None,
     seed: Annotated[int, seed_option(help="Seed for randomized methods.")] = 0,
     objective: Annotated[str | None, typer.Option(help="local-search objective: engagement (default) or awesomenauts.")] = None,
 ) -> None:
-    if time_limit_ms is not None and not (time_limit_ms > 0 and math.isfinite(time_limit_ms)):
-        fail(f"--time-limit-ms must be a finite number > 0, got {time_limit_ms}")
+    check_time_limit_ms(time_limit_ms)
     problem = build_problem(read_json(instance), engagement)
     solver = make_solver(method, problem, predictor=predictor, seed=seed, objective=objective)
     prepare = getattr(solver, "prepare", None)

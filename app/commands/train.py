@@ -54,11 +54,28 @@ def train_cmd(
         fail(f"--data {data}: no such dataset directory")
     if ship is not None and (not ship or "/" in ship or ship.startswith(".")):
         fail(f"--ship must be a plain name like '3v3', got {ship!r}")
-    from mgmatch.pipeline.train import run
+    try:
+        from mgmatch.pipeline.train import run
+    except ImportError:  # no torch (the service image): a bad dataset is still reported as such, before that
+        _validate_dataset(data, limit, only_optimal)
+        raise
 
     emit(run(data, arch, epochs, seed, out, limit=limit, only_optimal=only_optimal, batch_size=batch_size,
              lr=lr, lr_switch=lr_switch, hidden=hidden, rounds=rounds, threads=threads, device=device, ship=ship,
              progress=not quiet))
+
+
+def _validate_dataset(data: Path, limit: int | None, only_optimal: bool) -> None:
+    """What ``pipeline.train.run`` checks of ``--data`` without torch: the manifest, the engagement model the
+    dataset pins, and at least 2 labelled instances (InvalidInput or exit 2 naming the problem)."""
+    from mgmatch.pipeline.dataset import dataset_engagement, load_dataset
+
+    dataset_engagement(data)
+    found = len(load_dataset(data, only_optimal=only_optimal))
+    if limit is not None:
+        found = min(found, max(limit, 0))
+    if found < 2:
+        fail(f"--data {data}: needs at least 2 labelled instances, found {found}")
 
 
 @bench_app.command("predictor", help="Time a solution predictor (encode + onnxruntime) per instance; optionally score it on labels.")
