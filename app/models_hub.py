@@ -7,7 +7,10 @@
   ``sha256``); else the shipped predictor of that name (``mgmatch.models.runtime``). A file is
   re-checked every ``models.reload_interval_s``: a new export whose digest matches its pin is
   swapped in without a restart (its version appears on responses and on ``mgmatch_model_info``);
-  one that does not match is refused and the old version keeps serving.
+  one that does not match is refused and the old version keeps serving. Both the ``.onnx`` and its
+  sidecar are watched (the sidecar carries the pin and the measured gate), so a refused export is
+  checked again when either file changes afterwards, in whichever order they are copied; a
+  half-written file is refused and picked up once complete. Each refused state is logged once.
 - :class:`BatchingPredictor` gathers concurrent ``predict`` calls into one call of the network
   (up to ``max_batch`` problems or ``max_wait_ms``), which is what a GPU wants.
 """
@@ -238,11 +241,58 @@ class BatchingPredictor:
                 k += len(probs)
 
 
+#: A file changed less than this long before it was stamped may change again without its stamp
+#: changing (coarse file-system clocks, an in-place rewrite of the same size): its content is
+#: re-hashed at the next checks until the stamp has aged past this window.
+_RACY_NS = 2_000_000_000
+
+_Stamp = tuple[int, int, int, int] | None
+
+
+def _watch_paths(entry: ModelFile) -> tuple[Path, Path]:
+    """The files that determine a predictor entry's pin and load: the ``.onnx`` and its sidecar."""
+    path = Path(entry.path)
+    return path, path.with_suffix(".json")
+
+
+def _stat_stamp(path: Path) -> _Stamp:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _snapshot(entry: ModelFile) -> tuple[tuple[_Stamp, ...], bool]:
+    """The watched files' stamps, and whether they are settled (none changed within ``_RACY_NS``)."""
+    now = time.time_ns()
+    stamps = tuple(_stat_stamp(p) for p in _watch_paths(entry))
+    settled = all(s is None or now - max(s[2], s[3]) > _RACY_NS for s in stamps)
+    return stamps, settled
+
+
+def _content(entry: ModelFile) -> tuple[str | None, ...]:
+    """SHA-256 of each watched file (None: missing or unreadable): the state a check is about."""
+    out: list[str | None] = []
+    for p in _watch_paths(entry):
+        try:
+            out.append(sha256_file(p))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
 @dataclass
 class _Watched:
+    """A loaded predictor file and its sidecar, as the reload check last saw them."""
+
     entry: ModelFile
-    stamp: tuple[float, int]
-    digest: str
+    stamp: tuple[_Stamp, ...]  # the watched files' stamps at the last check
+    settled: bool  # False: the stamp may miss a change, re-hash at the next check
+    checked: tuple[str | None, ...]  # content at the last check (loaded or refused)
+    loaded: tuple[str | None, ...]  # content of the version now serving
+    digest: str  # the serving .onnx's SHA-256
+    refused: tuple[tuple[str | None, ...], str] | None = None  # the refused state last logged
 
 
 class Predictors:
@@ -257,6 +307,7 @@ class Predictors:
         self._watched: dict[str, _Watched] = {}
         self._failed: dict[str, tuple[float, PredictorDown]] = {}
         self._lock = threading.Lock()
+        self._reload_lock = threading.Lock()  # one check at a time (watcher, callers)
         self.max_batch, self.max_wait_ms = max_batch, max_wait_ms
         self.reload_interval_s = config.reload_interval_s
         self._stop = threading.Event()
@@ -288,9 +339,11 @@ class Predictors:
     def _load(self, name: str) -> tuple[Any, _Watched | None]:
         if name in self._files:
             entry = self._files[name]
+            # stamped and hashed before loading: a change while loading shows at the next check
+            stamp, settled = _snapshot(entry)
+            content = _content(entry)
             inner, digest = _load_onnx(entry)
-            st = Path(entry.path).stat()
-            return inner, _Watched(entry, (st.st_mtime, st.st_size), digest)
+            return inner, _Watched(entry, stamp, settled, content, content, digest)
         try:
             from mgmatch.models.runtime import load_predictor
         except ImportError as err:
@@ -305,32 +358,53 @@ class Predictors:
             return {k: v.version for k, v in self._loaded.items()}
 
     def check_reload(self) -> list[str]:
-        """Swap in new versions of watched files whose digest matches the pin; returns names reloaded."""
+        """Swap in new versions of watched files whose digest matches the pin; returns names reloaded.
+
+        A predictor's ``.onnx`` and its sidecar are both watched: a change to either (in any order,
+        any number of checks apart) checks the pair again. A refused pair (digest not matching the
+        pin, a half-written file, a bad sidecar) leaves the serving version in place, is logged once
+        per distinct state, and is checked again when either file changes.
+        """
         reloaded = []
-        with self._lock:
-            items = list(self._watched.items())
-        for name, w in items:
-            path = Path(w.entry.path)
-            try:
-                st = path.stat()
-            except OSError:
-                continue
-            if (st.st_mtime, st.st_size) == w.stamp:
-                continue
-            try:
-                inner, digest = _load_onnx(w.entry)
-            except PredictorDown as err:
-                log.warning("model %s not reloaded: %s", name, err)
-                metrics.MODEL_RELOADS.labels("predictor", name, err.reason).inc()
-                w.stamp = (st.st_mtime, st.st_size)
-                continue
-            w.stamp, w.digest = (st.st_mtime, st.st_size), digest
+        with self._reload_lock:
             with self._lock:
-                self._loaded[name].inner = inner
-            metrics.MODEL_RELOADS.labels("predictor", name, "loaded").inc()
-            metrics.set_model_version("predictor", name, self._loaded[name].version)
-            reloaded.append(name)
+                items = list(self._watched.items())
+            for name, w in items:
+                if self._check_one(name, w):
+                    reloaded.append(name)
         return reloaded
+
+    def _check_one(self, name: str, w: _Watched) -> bool:
+        stamp, settled = _snapshot(w.entry)
+        changed = stamp != w.stamp
+        if not changed and w.settled:
+            return False
+        content = _content(w.entry)
+        if content == w.loaded:  # unchanged, or back to the serving version: nothing to load
+            w.stamp, w.settled, w.checked, w.refused = stamp, settled, content, None
+            return False
+        if not changed and content == w.checked:  # a re-hash inside the racy window found nothing new
+            w.stamp, w.settled = stamp, settled
+            return False
+        try:
+            inner, digest = _load_onnx(w.entry)
+        except PredictorDown as err:
+            w.stamp, w.settled, w.checked = stamp, settled, content
+            state = (content, str(err))
+            if state != w.refused:
+                w.refused = state
+                log.warning("model %s not reloaded (%s), %s keeps serving: %s",
+                            name, err.reason, self._loaded[name].version, err)
+                metrics.MODEL_RELOADS.labels("predictor", name, err.reason).inc()
+            return False
+        w.stamp, w.settled, w.checked, w.loaded, w.digest, w.refused = stamp, settled, content, content, digest, None
+        with self._lock:
+            self._loaded[name].inner = inner
+            version = self._loaded[name].version
+        log.info("model %s reloaded: %s", name, version)
+        metrics.MODEL_RELOADS.labels("predictor", name, "loaded").inc()
+        metrics.set_model_version("predictor", name, version)
+        return True
 
     def start_watcher(self) -> None:
         if self._watcher is not None:
