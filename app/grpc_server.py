@@ -9,6 +9,9 @@ HTTP API's message (which names the field): INVALID_ARGUMENT (HTTP 422), NOT_FOU
 another client's ticket), ALREADY_EXISTS (409, a player already queued), FAILED_PRECONDITION
 (409, a ticket that can no longer be cancelled), UNAUTHENTICATED (401), RESOURCE_EXHAUSTED
 (429), UNAVAILABLE (503: store unreachable or solve pool full; trailing metadata ``retry-after``).
+What protobuf can carry and JSON cannot is refused INVALID_ARGUMENT naming the field: a NaN or an
+infinity in a Struct (``rules[0].rhs``, ``attributes.a``, ``players[0].sigma``), a typed player field
+repeated in ``extra`` (``players[0].extra.id``), a result without ``engagement``.
 
 API keys travel in the ``x-api-key`` or ``authorization: Bearer`` metadata. Request signing is
 HTTP-only: with ``MGMATCH_HMAC_SECRET`` and no API keys, every gRPC call is refused
@@ -19,6 +22,7 @@ UNAUTHENTICATED (configure keys for gRPC, and TLS in front). Requires the ``grpc
 from __future__ import annotations
 
 import functools
+import math
 import time
 from concurrent import futures
 from typing import Any
@@ -42,21 +46,102 @@ from .store import Conflict
 _KNOWN = (InvalidInput, NotFound, Conflict, SolvePoolFull, *STORE_ERRORS)
 
 
+#: the google.protobuf message types whose numbers are JSON numbers (no NaN or infinity in JSON)
+_STRUCTS = ("google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue")
+#: message fields whose contents the JSON object holds one level up (the HTTP body is the instance itself;
+#: a player's extra fields are the player's own)
+_FLATTENED = {("mgmatch.v1.SolveRequest", "instance"), ("mgmatch.v1.Player", "extra")}
+#: a player's typed fields: ``extra`` may not carry them (it would silently replace them)
+_PLAYER_FIELDS = frozenset(pb.Player.DESCRIPTOR.fields_by_name)
+
+
+def _at(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def _check_value(v, path: str) -> None:
+    """Refuse a non-finite number anywhere in a ``google.protobuf.Value`` (InvalidInput naming it)."""
+    kind = v.WhichOneof("kind")
+    if kind == "number_value":
+        if not math.isfinite(v.number_value):
+            raise InvalidInput(path, f"must be a finite number, got {v.number_value}")
+    elif kind == "struct_value":
+        _check_struct(v.struct_value, path)
+    elif kind == "list_value":
+        _check_list(v.list_value, path)
+
+
+def _check_struct(s, path: str) -> None:
+    for k, v in s.fields.items():
+        _check_value(v, _at(path, k))
+
+
+def _check_list(lst, path: str) -> None:
+    for i, v in enumerate(lst.values):
+        _check_value(v, _at(path, i))
+
+
+def _check_finite(msg, path: str = "") -> None:
+    """Refuse a NaN or an infinity in any Struct/Value of a request (JSON has neither, and protobuf's JSON
+    conversion raises on them): InvalidInput naming the field as the request's JSON object has it
+    (``rules[0].rhs``, ``attributes.a``, ``players[1].sigma``)."""
+    name = msg.DESCRIPTOR.full_name
+    if name in _STRUCTS:
+        {"google.protobuf.Struct": _check_struct, "google.protobuf.Value": _check_value,
+         "google.protobuf.ListValue": _check_list}[name](msg, path)
+        return
+    for fd, value in msg.ListFields():
+        if fd.message_type is None or fd.message_type.GetOptions().map_entry:
+            continue  # scalars and maps of scalars: protobuf's JSON writes a non-finite double as a string
+        sub = path if (name, fd.name) in _FLATTENED else _at(path, fd.name)
+        if fd.is_repeated:
+            for i, item in enumerate(value):
+                _check_finite(item, _at(sub, i))
+        else:
+            _check_finite(value, sub)
+
+
 def _to_dict(msg) -> dict[str, Any]:
-    return json_format.MessageToDict(msg, preserving_proto_field_name=True)
+    """A request message as the JSON object the HTTP API reads (unset fields absent).
+
+    Raises:
+        InvalidInput: a non-finite number in a Struct (naming it), or a message JSON cannot express (``body``).
+    """
+    _check_finite(msg)
+    try:
+        return json_format.MessageToDict(msg, preserving_proto_field_name=True)
+    except json_format.Error as err:  # defensive: _check_finite refuses what protobuf is known to raise on
+        raise InvalidInput("body", f"cannot read the request as JSON ({str(err)[:200]})") from None
 
 
 def _players(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The spec's players from their protobuf form: ``extra``'s fields become the player's own.
+
+    Raises:
+        InvalidInput: ``players[i].extra.<key>`` when ``extra`` holds a typed field of the player (which it
+            would silently replace; HTTP has one object per player, so the same key twice cannot happen there).
+    """
     out = []
-    for p in items:
+    for i, p in enumerate(items):
         q = {k: v for k, v in p.items() if k != "extra"}
-        q.update(p.get("extra") or {})
+        extra = p.get("extra") or {}
+        for key in extra:
+            if key in _PLAYER_FIELDS:
+                raise InvalidInput(f"players[{i}].extra.{key}",
+                                   f"{key!r} is a field of the player message; set it there, not in extra")
+        q.update(extra)
         out.append(q)
     return out
 
 
 def instance_json(inst: pb.Instance) -> dict[str, Any]:
-    """The spec's instance object from its protobuf form (unset fields absent)."""
+    """The spec's instance object from its protobuf form (unset fields absent).
+
+    Raises:
+        InvalidInput: as :func:`_to_dict` and :func:`_players` (a non-finite Struct number, a typed field in extra).
+    """
     obj = _to_dict(inst)
     obj["players"] = _players(obj.get("players", []))
     return obj
@@ -171,12 +256,12 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
     def Solve(self, request: pb.SolveRequest, context) -> pb.Solution:
         t0 = time.perf_counter()
         self._guard(context)
-        obj = instance_json(request.instance)
-        if request.HasField("method"):
-            obj["method"] = request.method
-        if request.HasField("time_limit_ms"):
-            obj["time_limit_ms"] = request.time_limit_ms
         try:
+            obj = instance_json(request.instance)
+            if request.HasField("method"):
+                obj["method"] = request.method
+            if request.HasField("time_limit_ms"):
+                obj["time_limit_ms"] = request.time_limit_ms
             inst, plan = service.solve_request(self.rt, obj, request.ab_key if request.HasField("ab_key") else None)
             sol = self.rt.solves.submit(service.solve, self.rt, inst, plan, t0).result()
         except _KNOWN as err:
@@ -186,10 +271,10 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
     @_observed
     def CreateTicket(self, request: pb.CreateTicketRequest, context) -> pb.Ticket:
         owner = self._guard(context)
-        obj = _to_dict(request)
-        obj["players"] = _players(obj.get("players", []))
-        ab_key = obj.pop("ab_key", None)
         try:
+            obj = _to_dict(request)
+            obj["players"] = _players(obj.get("players", []))
+            ab_key = obj.pop("ab_key", None)
             try:
                 body = TicketIn.model_validate(obj)
             except ValidationError as err:
@@ -229,10 +314,10 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
     @_observed
     def CreateBackfill(self, request: pb.CreateBackfillRequest, context) -> pb.Backfill:
         owner = self._guard(context)
-        obj = _to_dict(request)
-        obj["players"] = _players(obj.get("players", []))
-        obj["teams"] = [t.get("players", []) for t in obj.get("teams", [])]
         try:
+            obj = _to_dict(request)
+            obj["players"] = _players(obj.get("players", []))
+            obj["teams"] = [t.get("players", []) for t in obj.get("teams", [])]
             try:
                 body = BackfillIn.model_validate(obj)
             except ValidationError as err:
@@ -271,8 +356,10 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
         owner = self._guard(context)
         try:
             try:
-                body = ResultIn.model_validate({"engagement": request.engagement,
-                                                "players": dict(request.players) or None})
+                obj: dict[str, Any] = {"players": dict(request.players) or None}
+                if request.HasField("engagement"):  # absent: "engagement: field required", as HTTP answers
+                    obj["engagement"] = request.engagement
+                body = ResultIn.model_validate(obj)
             except ValidationError as err:
                 raise from_pydantic(err) from None
             out = service.post_result(self.rt, request.match_id, body, owner)
