@@ -59,6 +59,7 @@ from pydantic import (
 
 from mgmatch.core.errors import InvalidInput, from_pydantic
 from mgmatch.core.files import read_text
+from mgmatch.core.instance import Instance
 from mgmatch.core.jsontypes import Integer, Number
 from mgmatch.core.limits import MAX_TEAM_SIZE, MAX_TEAMS
 from mgmatch.core.rules import parse_rule
@@ -158,25 +159,45 @@ class PoolConfig(_Strict):
         if (self.team_size is None) == (self.team_sizes is None):
             raise ValueError("give exactly one of team_size or team_sizes")
         if self.team_sizes is not None and len(self.team_sizes) != self.teams:
-            raise ValueError(f"team_sizes needs {self.teams} entries")
+            raise InvalidInput("team_sizes", f"needs {self.teams} entries (teams), got {len(self.team_sizes)}")
         if self.match_size > self.max_candidates:
-            raise ValueError(f"max_candidates {self.max_candidates} < players per match {self.match_size}")
+            raise InvalidInput("max_candidates", f"{self.max_candidates} < players per match {self.match_size}")
         if self.scan_window is not None and self.scan_window < self.match_size:
-            raise ValueError(f"scan_window {self.scan_window} < players per match {self.match_size}")
+            raise InvalidInput("scan_window", f"{self.scan_window} < players per match {self.match_size}")
+        rules = []
         for k, r in enumerate(self.rules):
             if isinstance(r, dict) and r.get("kind") in ("linear", "if", "avoid", "include"):
-                raise ValueError(f"rules[{k}]: kind {r.get('kind')!r} names players; pools take player-free rules only")
-            try:
-                parse_rule(r, f"rules[{k}]")
-            except InvalidInput as err:
-                raise ValueError(str(err)) from None
+                raise InvalidInput(f"rules[{k}].kind",
+                                   f"kind {r.get('kind')!r} names players; pools take player-free rules only")
+            rules.append(parse_rule(r, f"rules[{k}]"))
+        # the instance reader's rule checks that need no players (a roles rule's Σ slots = each team's size)
+        match = self._empty_match().with_rules(rules)
         if "max_candidates" in self.dispatch.params:
-            raise ValueError("dispatch.params.max_candidates: set max_candidates on the pool instead")
+            raise InvalidInput("dispatch.params.max_candidates", "set max_candidates on the pool instead")
         try:
-            self.dispatch.build(self.max_candidates)
+            policy = self.dispatch.build(self.max_candidates)
         except InvalidInput as err:
-            raise ValueError(f"dispatch.params.{err}") from None
+            raise InvalidInput(f"dispatch.params.{err.field}" if err.field else "dispatch.params", err.message) from None
+        self._check_relax(getattr(policy, "relax", None), match)
         return self
+
+    def _empty_match(self) -> Instance:
+        """A match of this pool without players: what the rule checks that depend on teams alone run on."""
+        return Instance(self.teams, self.sizes, (), (), None, self.team_sizes is None, {})
+
+    @staticmethod
+    def _check_relax(cfg: Any, match: Instance) -> None:
+        """Every state the dispatch policy's rule relaxations reach passes the same checks as the
+        pool's own rules (a relaxed ``roles.slots`` still sums to the team size)."""
+        from mgmatch.solvers.relax import relax
+
+        steps = getattr(cfg, "steps", ())
+        for t in sorted({s.after_s for s in steps}):
+            try:
+                relax(match, t, cfg)
+            except InvalidInput as err:
+                k = max(i for i, s in enumerate(steps) if s.after_s == t)
+                raise InvalidInput(f"dispatch.params.relax.steps[{k}]", f"after {t:g} s, {err}") from None
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -238,8 +259,9 @@ class ExperimentConfig(_Strict):
     @model_validator(mode="after")
     def _unique(self) -> ExperimentConfig:
         names = [a.name for a in self.arms]
-        if len(set(names)) != len(names):
-            raise ValueError("arm names must be unique")
+        for k, name in enumerate(names):
+            if name in names[:k]:
+                raise InvalidInput(f"arms[{k}].name", f"arm names must be unique: {name!r} is arms[{names.index(name)}] too")
         return self
 
 
@@ -281,15 +303,18 @@ class ServiceConfig(_Strict):
     @model_validator(mode="after")
     def _refs(self) -> ServiceConfig:
         names = [p.name for p in self.pools]
-        if len(set(names)) != len(names):
-            raise ValueError("pool names must be unique")
+        for k, name in enumerate(names):
+            if name in names[:k]:
+                raise InvalidInput(f"pools[{k}].name",
+                                   f"pool names must be unique: {name!r} is pools[{names.index(name)}] too")
         self._pool_files()
         if SOLVE_POOL in names:
-            raise ValueError(f"pool name {SOLVE_POOL!r} is reserved for /v1/solve")
-        for e in self.experiments:
-            for p in e.pools:
+            raise InvalidInput(f"pools[{names.index(SOLVE_POOL)}].name",
+                               f"pool name {SOLVE_POOL!r} is reserved for /v1/solve")
+        for i, e in enumerate(self.experiments):
+            for j, p in enumerate(e.pools):
                 if p not in names and p != SOLVE_POOL:
-                    raise ValueError(f"experiment {e.name!r} names unknown pool {p!r}")
+                    raise InvalidInput(f"experiments[{i}].pools[{j}]", f"experiment {e.name!r} names unknown pool {p!r}")
         return self
 
     def _pool_files(self) -> None:
@@ -301,8 +326,8 @@ class ServiceConfig(_Strict):
                     continue
                 if any(m.name == p.name for m in entries):
                     section = "engagement" if attr == "engagement_model" else "predictors"
-                    raise ValueError(f"pools[{k}].{attr}: models.{section} already has an entry named {p.name!r} "
-                                     "(a pool's own file takes the pool's name)")
+                    raise InvalidInput(f"pools[{k}].{attr}", f"models.{section} already has an entry named {p.name!r} "
+                                                             "(a pool's own file takes the pool's name)")
                 entry = ModelFile(name=p.name, path=f.path, sha256=f.sha256)
                 entry._where = f"pools[{k}].{attr}"
                 entries.append(entry)

@@ -111,6 +111,23 @@ class StoreProbe:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
+def _engagement_for(engagement: EngagementModels, name: str, where: str, pool=None, arm: bool = False):
+    """The engagement model ``name``, loaded now; InvalidInput naming ``where`` unless it loads and scores
+    ``pool``'s matches: its number of teams, and for an A/B arm the features the pool's tickets carry."""
+    try:
+        model = engagement.get(name)
+    except InvalidInput as err:
+        # a pool's own file already names its field (….path, ….sha256); keep that
+        raise InvalidInput(err.field if err.field.startswith(where) else where, err.message) from None
+    if pool is not None and model.teams != pool.teams:
+        the_pool = f"pool {pool.name!r}" if arm else "the pool"
+        raise InvalidInput(where, f"model {name!r} scores {model.teams} teams, {the_pool} has {pool.teams}")
+    if arm and pool.feature_dim is not None and model.feature_dim != pool.feature_dim:
+        raise InvalidInput(where, f"model {name!r} takes {model.feature_dim} features, the tickets of pool {pool.name!r} "
+                                  f"carry {pool.feature_dim} (its model {pool.engagement_model!r})")
+    return model
+
+
 #: seconds a start-up warm-up waits for a predictor's answer (no solve's budget is running)
 WARM_PREDICT_TIMEOUT_S = 5.0
 
@@ -155,23 +172,24 @@ class Runtime:
             engine.check_method(p.method, f"pools[{k}].method")
             engine.check_method(p.fallback_method, f"pools[{k}].fallback_method")
             if p.engagement_model is not None:
-                try:
-                    model = engagement.get(p.engagement_model)
-                except InvalidInput as err:
-                    where = f"pools[{k}].engagement_model"
-                    # a pool's own file already names its field (….path, ….sha256); keep that
-                    raise InvalidInput(err.field if err.field.startswith(where) else where, err.message) from None
-                if model.teams != p.teams:
-                    raise InvalidInput(f"pools[{k}].engagement_model",
-                                       f"model {p.engagement_model!r} scores {model.teams} teams, the pool has {p.teams}")
+                model = _engagement_for(engagement, p.engagement_model, f"pools[{k}].engagement_model", p)
                 p.feature_dim = model.feature_dim
         engine.check_method(config.solve.method, "solve.method")
         engine.check_method(config.solve.fallback_method, "solve.fallback_method")
-        for e in config.experiments:
-            for a in e.arms:
-                if a.method is not None:
-                    engine.check_method(a.method, f"experiments[{e.name}].arms[{a.name}].method")
+        if config.default_engagement_model is not None:
+            _engagement_for(engagement, config.default_engagement_model, "default_engagement_model")
         experiments = Experiments(config)
+        for i, e in enumerate(config.experiments):
+            # the pools this experiment's arms apply to (a pool takes the first experiment naming it)
+            covered = [p for p in config.pools if (x := experiments.for_pool(p.name)) is not None and x.config is e]
+            for j, a in enumerate(e.arms):
+                if a.method is not None:
+                    engine.check_method(a.method, f"experiments[{i}].arms[{j}].method")
+                if a.engagement_model is not None:
+                    where = f"experiments[{i}].arms[{j}].engagement_model"
+                    _engagement_for(engagement, a.engagement_model, where)
+                    for p in covered:
+                        _engagement_for(engagement, a.engagement_model, where, p, arm=True)
         runner = JobRunner({p.name: p for p in config.pools}, store, engine, experiments)
         return Runtime(settings, config, store, engine, experiments, runner, predictors)
 

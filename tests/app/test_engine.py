@@ -306,10 +306,10 @@ def test_config_errors_name_the_field(tmp_path):
         ({"pools": [{"name": "Bad Name", "team_size": 3}]}, "config.pools[0].name"),
         ({"pools": [{"name": "a", "team_size": 3, "max_candidates": 500}]}, "config.pools[0].max_candidates"),
         ({"pools": [{"name": "a", "team_size": 3, "rules": [{"kind": "include", "players": ["x"]}]}]},
-         "config.pools[0]"),
+         "config.pools[0].rules[0].kind"),
         ({"pools": [{"name": "a", "team_size": 3}], "experiments": [{"name": "e", "pools": ["zz"], "arms": [{"name": "x"}]}]},
-         "config"),
-        ({"pools": [{"name": "solve", "team_size": 3}]}, "config"),
+         "config.experiments[0].pools[0]"),
+        ({"pools": [{"name": "solve", "team_size": 3}]}, "config.pools[0].name"),
     ]
     for obj, field in bad:
         with pytest.raises(InvalidInput) as err:
