@@ -349,8 +349,15 @@ class Matchmaker:
         self._errors_unlogged = 0
 
     def _policy(self, arm: str | None):
+        """The dispatch policy of the pool, or of the A/B arm whose tickets ``arm`` groups when that arm
+        sets its own ``dispatch`` (``key: player`` experiments only: start-up refuses it elsewhere)."""
         if arm not in self._policies:
-            self._policies[arm] = self.pool.dispatch.build(self.pool.max_candidates)
+            cfg = self.pool.dispatch
+            exp = self.experiments.for_pool(self.pool.name)
+            if arm is not None and exp is not None and exp.config.key == "player":
+                own = next((a.dispatch for a in exp.config.arms if a.name == arm), None)
+                cfg = own if own is not None else cfg
+            self._policies[arm] = cfg.build(self.pool.max_candidates)
         return self._policies[arm]
 
     def _reject(self, t: Ticket, reason: str, now: float) -> None:

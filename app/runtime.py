@@ -190,6 +190,21 @@ class Runtime:
                     _engagement_for(engagement, a.engagement_model, where)
                     for p in covered:
                         _engagement_for(engagement, a.engagement_model, where, p, arm=True)
+                if a.dispatch is not None:
+                    where = f"experiments[{i}].arms[{j}].dispatch"
+                    if e.key != "player":
+                        # the matchmaker groups tickets by arm only under key: player; with match or
+                        # header the arm is drawn after the dispatch decision, so the pool's policy decides
+                        raise InvalidInput(where, f"an arm's dispatch policy needs key: player (the experiment has "
+                                                  f"key: {e.key}, where the arm is drawn after the dispatch decision)")
+                    if "max_candidates" in a.dispatch.params:
+                        raise InvalidInput(f"{where}.params.max_candidates", "set max_candidates on the pool instead")
+                    for p in covered:
+                        try:
+                            a.dispatch.build(p.max_candidates)
+                        except InvalidInput as err:
+                            raise InvalidInput(f"{where}.params.{err.field}" if err.field else f"{where}.params",
+                                               err.message) from None
         runner = JobRunner({p.name: p for p in config.pools}, store, engine, experiments)
         return Runtime(settings, config, store, engine, experiments, runner, predictors)
 
