@@ -126,12 +126,18 @@ def _pvalue(a: list[int], b: list[int]) -> float | None:
     return p if np.isfinite(p) else None
 
 
+#: players in the synthetic world a pool is sampled from (without replacement): the largest pool
+WORLD_SIZE = 20000
+
+
 def simulate(pools: list[int] | tuple[int, ...] = PAPER_POOLS, rounds: int = 20, seed: int = 0,
-             world_size: int = 20000, churn: ChurnModel | None = None, progress=None) -> dict:
+             world_size: int = WORLD_SIZE, churn: ChurnModel | None = None, progress=None) -> dict:
     """Retained players per round for the four methods at each pool size, with Welch t-tests."""
     for p in pools:
         if p < 2 or p % 2:
             raise ValueError(f"pool sizes must be even and ≥ 2, got {p}")
+        if p > world_size:
+            raise ValueError(f"pool sizes must be ≤ the world's {world_size:,} players, got {p}")
     if rounds < 2:
         raise ValueError(f"rounds must be ≥ 2 for a t-test, got {rounds}")
     world = make_world(world_size, seed)

@@ -23,6 +23,10 @@ from mgmatch.core.errors import InvalidInput
 from mgmatch.solvers.wu import check_params, closed_form, greedy_is_optimal, greedy_threshold
 
 POLICIES = ("greedy", "patient")
+#: most periods one run simulates: 100 × the README's runs (10⁶), about a minute; memory stays flat
+#: (arrivals are drawn in chunks of :data:`_CHUNK`)
+MAX_PERIODS = 100_000_000
+_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -58,17 +62,26 @@ def simulate(n: int, q: float, alpha: float, periods: int, policy: str, seed: in
     check_params(n, q, alpha)
     if isinstance(periods, bool) or not isinstance(periods, int) or periods < 1:
         raise InvalidInput("periods", f"must be an integer ≥ 1, got {periods!r}")
+    if periods > MAX_PERIODS:
+        raise InvalidInput("periods", f"must be ≤ {MAX_PERIODS:,}, got {periods}")
     if policy not in POLICIES:
         raise InvalidInput("policy", f"expected one of {', '.join(POLICIES)}, got {policy!r}")
     rng = np.random.default_rng(seed)
-    high = (rng.random(periods) < q).tolist()
+
+    def arrivals():  # the same draws as rng.random(periods), chunk by chunk
+        left = periods
+        while left:
+            k = min(left, _CHUNK)
+            yield from (rng.random(k) < q).tolist()
+            left -= k
+
     two_n = 2 * n
     h = low = 0
     waiting = 0
     games = imbalanced = 0
     matched_players = 0
     greedy = policy == "greedy"
-    for is_h in high:
+    for is_h in arrivals():
         waiting += h + low  # one per waiting player, before the arrival
         if is_h:
             h += 1

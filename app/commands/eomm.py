@@ -10,7 +10,10 @@ from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import bench_app, fail, seed_option, simulate_app
+from mgmatch.app.cli import bench_app, fail, seed_option, short_int, simulate_app
+
+#: most rounds of ``simulate eomm`` per pool size (the paper ran 10,000)
+MAX_ROUNDS = 100_000
 
 
 @simulate_app.command("eomm", help="Reproduce the shape of EOMM's Table 2: mean retained players per round for "
@@ -28,14 +31,18 @@ def eomm_cmd(
     from rich.console import Console
     from rich.table import Table
 
-    from mgmatch.pipeline.sim_eomm import METHODS, PAPER_POOLS, simulate
+    from mgmatch.pipeline.sim_eomm import METHODS, PAPER_POOLS, WORLD_SIZE, simulate
 
     pools = list(pool) if pool else list(PAPER_POOLS)
     for p in pools:
         if p < 2 or p % 2:
-            fail(f"--pool: sizes must be even and ≥ 2, got {p}")
+            fail(f"--pool: sizes must be even and ≥ 2, got {short_int(p)}")
+        if p > WORLD_SIZE:
+            fail(f"--pool: sizes must be ≤ {WORLD_SIZE:,} (the synthetic world's players), got {short_int(p)}")
     if rounds < 2:
-        fail(f"--rounds must be ≥ 2 (a t-test needs two rounds), got {rounds}")
+        fail(f"--rounds must be ≥ 2 (a t-test needs two rounds), got {short_int(rounds)}")
+    if rounds > MAX_ROUNDS:
+        fail(f"--rounds must be ≤ {MAX_ROUNDS:,}, got {short_int(rounds)}")
     t0 = time.perf_counter()
     res = simulate(pools, rounds, seed)
     wall_s = time.perf_counter() - t0

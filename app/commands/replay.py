@@ -37,6 +37,41 @@ def _tick(tick_s: float) -> float:
     return tick_s
 
 
+#: most matchmaker ticks a replay (or ``bench waits``) may run: a tick every 0.05 s over ~5.8 days of live tickets
+MAX_REPLAY_TICKS = 10_000_000
+
+
+def _live_span_s(arrivals: list, configs: list) -> float:
+    """Simulated seconds during which some ticket can be live: the union of [arrival, arrival + TTL]
+    (the longest TTL any of ``configs`` gives the ticket's pool). The replay skips the ticks outside it."""
+    ttl_of: dict[str, float] = {}
+    for cfg in configs:
+        for p in cfg.pools:
+            ttl_of[p.name] = max(ttl_of.get(p.name, 0.0), float(p.ticket_ttl_s))
+    default = max(ttl_of.values(), default=0.0)
+    span, lo, hi = 0.0, None, None
+    for a in arrivals:  # sorted by time
+        end = a.time + (a.ttl_s if a.ttl_s is not None else ttl_of.get(a.pool, default))
+        if hi is None or a.time > hi:
+            if hi is not None:
+                span += hi - lo
+            lo, hi = a.time, end
+        else:
+            hi = max(hi, end)
+    if hi is not None:
+        span += hi - lo
+    return span + default  # the drain after the last arrival (the longest TTL)
+
+
+def _tick_budget(tick_s: float, arrivals: list, configs: list) -> None:
+    """Refuse a ``--tick-s`` that would run more than :data:`MAX_REPLAY_TICKS` ticks over the stream."""
+    span = _live_span_s(arrivals, configs)
+    ticks = span / tick_s + len(arrivals)
+    if ticks > MAX_REPLAY_TICKS:
+        fail(f"--tick-s {tick_s:g} would run about {ticks:.3g} matchmaker ticks over the stream's {span:,.0f} s of "
+             f"live tickets; at most {MAX_REPLAY_TICKS:,}: raise --tick-s to ≥ {span / MAX_REPLAY_TICKS:.3g}")
+
+
 @cli.command("replay", help="Push a recorded ticket stream (mgmatch-tickets/v1 JSON Lines) through one or two "
                             "service configs offline, on a simulated clock with the real solvers, and compare "
                             "engagement, wait p50/p99, skill gap and matches formed: a table, or --json.")
@@ -56,6 +91,7 @@ def replay_cmd(
     _tick(tick_s)
     arrivals = read_stream(tickets)
     configs = [_config(p) for p in config]
+    _tick_budget(tick_s, arrivals, configs)
     for cfg in configs:  # every error before any run
         validate(cfg, arrivals, str(tickets))
     results = []
@@ -104,6 +140,27 @@ def _preset(preset: str) -> None:
         fail(f"--preset: unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
 
 
+def _party_fits(preset: str, max_party: int) -> None:
+    """A party must fit the preset's smallest team (as ``PoolConfig.check_fit`` refuses it in replay)."""
+    from mgmatch.core.presets import PRESETS
+
+    team = PRESETS[preset].team_size
+    if max_party > team:
+        fail(f"--max-party: a party of {max_party} does not fit a team of {team} (preset {preset})")
+
+
+def _pool_name(pool: str) -> None:
+    """The service's pool-name rule (``config.POOL_NAME``): what replay and the API accept."""
+    import re
+
+    from mgmatch.app.config import POOL_NAME
+
+    if not re.fullmatch(POOL_NAME, pool):
+        shown = pool if len(pool) <= 40 else pool[:40] + "…"
+        fail(f"--pool: {shown!r} is not a pool name: 1–32 characters, lower-case letters, digits and '-', "
+             f"starting with a letter or digit")
+
+
 @cli.command("generate-tickets", help="Write a seeded ticket stream (mgmatch-tickets/v1) for one pool: arrivals "
                                       "at --rate tickets/s for --duration s, players from a preset's player world.")
 def generate_tickets_cmd(
@@ -120,7 +177,9 @@ def generate_tickets_cmd(
     from mgmatch.app.replay import generate_stream, write_stream
 
     _preset(preset)
+    _pool_name(pool)
     _stream_args(rate, duration, party_share, max_party)
+    _party_fits(preset, max_party)
     if arrivals not in ("poisson", "steady"):
         fail(f"--arrivals: expected poisson or steady, got {arrivals!r}")
     lines = generate_stream(preset, pool, rate, duration, seed, arrivals, party_share, max_party)
@@ -168,6 +227,7 @@ def bench_waits_cmd(
         lines = generate_stream(preset, pool, rate, duration, seed, arrivals, party_share, max_party)
         stream = [parse_arrival(obj, n, "generated") for n, obj in enumerate(lines, 1)]
         where = "generated"
+    _tick_budget(tick_s, stream, [cfg])
     validate(cfg, stream, where)
     res = bench_waits(cfg, stream, tick_s=tick_s)
     res["setup"] = {"config": str(config) if config else "built-in", "tickets_file": str(tickets) if tickets else None,

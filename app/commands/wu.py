@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import emit, fail, seed_option, simulate_app
+from mgmatch.app.cli import emit, fail, seed_option, short_int, simulate_app
 
 
 @simulate_app.command("wu", help="Simulate Wu's dynamic matching with teams (one arrival per period, high skill "
@@ -20,16 +20,16 @@ def wu_cmd(
     policy: Annotated[str, typer.Option(help="greedy or patient.")] = "greedy",
     seed: Annotated[int, seed_option(help="Seed.")] = 0,
 ) -> None:
-    from mgmatch.pipeline.sim_wu import POLICIES, simulate
+    from mgmatch.pipeline.sim_wu import MAX_PERIODS, POLICIES, simulate
 
     if policy not in POLICIES:
         fail(f"--policy: expected one of {', '.join(POLICIES)}, got {policy!r}")
     if n < 1:
-        fail(f"--n must be ≥ 1, got {n}")
+        fail(f"--n must be ≥ 1, got {short_int(n)}")
     if not 0.0 <= q <= 1.0:
         fail(f"--q must be in [0, 1], got {q}")
     if not alpha >= 0.0 or alpha == float("inf"):
         fail(f"--alpha must be a finite number ≥ 0, got {alpha}")
-    if periods < 1:
-        fail(f"--periods must be ≥ 1, got {periods}")
+    if not 1 <= periods <= MAX_PERIODS:
+        fail(f"--periods must be ≥ 1 and ≤ {MAX_PERIODS:,}, got {short_int(periods)}")
     emit(simulate(n, q, alpha, periods, policy, seed).to_json())
