@@ -14,6 +14,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from pydantic import ValidationError
+
 from mgmatch.core.errors import InvalidInput
 
 from .chaos import make_backfills, make_tickets
@@ -61,7 +63,7 @@ def run_backfill_bench(pool: str, store: str, tickets: int, backfills: int, seed
     from .runtime import Runtime
     from .service import BackfillIn, prepare_backfill
     from .settings import Settings
-    from .store import Ticket, new_ticket_id
+    from .store import StoreUnavailable, Ticket, new_ticket_id
 
     if store not in ("memory", "redis"):
         raise InvalidInput("store", f"expected memory or redis, got {store!r}")
@@ -73,9 +75,19 @@ def run_backfill_bench(pool: str, store: str, tickets: int, backfills: int, seed
     kw = {"store": store, "embedded_workers": False}
     if store == "redis":
         kw.update(redis_url=redis_url or "redis://127.0.0.1:6379/0", key_prefix=prefix)
-    rt = Runtime.build(Settings(**kw))
+    try:
+        settings = Settings(**kw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+        raise InvalidInput("redis_url" if "redis_url" in first.get("loc", ()) else "store", msg) from None
+    rt = Runtime.build(settings)
     if pool not in rt.pools:
+        rt.stop()
         raise InvalidInput("pool", f"expected one of {', '.join(rt.pools)}")
+    if store == "redis" and not rt.store.ping():  # before any write: one line, not a traceback per retry
+        rt.stop()
+        raise StoreUnavailable(f"cannot reach Redis at {settings.redis_url}")
     out = BackfillBenchResult(pool, store, tickets, backfills, seed)
     try:
         now = time.time()

@@ -110,6 +110,22 @@ def _phase(name: str, rc, pools: list[str], masters: dict[str, str], fn, calls_p
             "scripts_per_s": round(total / wall, 1), "masters": per_master}
 
 
+def unreachable(url: str) -> str | None:
+    """Why the cluster at ``url`` cannot be reached (one line), or None when it answers a PING."""
+    import redis.cluster
+
+    try:
+        rc = redis.cluster.RedisCluster.from_url(cluster_node_url(url), socket_connect_timeout=3, socket_timeout=3)
+        try:
+            rc.ping()
+        finally:
+            rc.close()
+    except Exception as err:  # noqa: BLE001 - any failure to connect is reported by its reason
+        text = str(err).splitlines()[0] if str(err) else ""
+        return f"{type(err).__name__}: {text}" if text else type(err).__name__
+    return None
+
+
 def run_cluster_bench(plan: ClusterBenchPlan, say=None) -> dict:
     """Run the benchmark (see the module doc) and return its report."""
     import redis.cluster

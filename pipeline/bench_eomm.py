@@ -28,6 +28,16 @@ from .sim_eomm import make_world
 STAGES = ("weights", "duals", "blossom", "total")
 
 
+#: largest pool (players) and number of pools one run takes: the README's runs use 300 × 50
+MAX_POOL = 10_000
+MAX_POOLS = 1_000_000
+
+
+def short(v: int) -> str:
+    """An integer for an error message: its digits, or its size when it is huge."""
+    return str(v) if abs(v) < 10**20 else f"an integer of about {len(str(abs(v)))} digits"
+
+
 def _summary(ms: list[float]) -> dict:
     a = np.asarray(ms)
     return {"mean": float(a.mean()), "p50": float(np.percentile(a, 50)), "p95": float(np.percentile(a, 95)),
@@ -38,8 +48,10 @@ def run(pool: int = 300, pools: int = 50, seed: int = 0, dense: bool = False, wo
     """Per-stage ms (mean, p50, p95, max) of EOMM's pairing over ``pools`` pools of ``pool`` players."""
     if pool < 18 or pool % 2:
         raise InvalidInput("pool", f"must be even and ≥ 18 (smaller pools skip the pruning), got {pool}")
-    if pools < 1:
-        raise InvalidInput("pools", f"must be ≥ 1, got {pools}")
+    if pool > MAX_POOL:
+        raise InvalidInput("--pool", f"must be ≤ {MAX_POOL:,} (its graph has pool² / 2 edges), got {short(pool)}")
+    if not 1 <= pools <= MAX_POOLS:
+        raise InvalidInput("--pools", f"must be ≥ 1 and ≤ {MAX_POOLS:,}, got {short(pools)}")
     world = make_world(world_size, seed)
     rng = np.random.default_rng(seed + 3)
     om = OutcomeModel()

@@ -117,10 +117,24 @@ def bench_size(n: int, k: int, alpha: float, p: float, q: float, beta: float, op
                       best if math.isfinite(best) else -1.0)
 
 
+#: largest queue size and timed operations per size: the README's runs go to 1,000,000 and 3,000
+MAX_SIZE = 10_000_000
+MAX_OPS = 10_000_000
+
+
+def _short(v: int) -> str:
+    return str(v) if abs(v) < 10**20 else f"an integer of about {len(str(abs(v)))} digits"
+
+
 def run(sizes: list[int], k: int, alpha: float, p: float, q: float, beta: float, ops: int, seed: int,
         dist: str = "normal", progress=None) -> dict:
     if dist not in DISTS:
         raise InvalidInput("dist", f"expected one of {', '.join(DISTS)}, got {dist!r}")
+    big = [n for n in sizes if n > MAX_SIZE]
+    if big:
+        raise InvalidInput("--sizes", f"every size must be ≤ {MAX_SIZE:,}, got {_short(big[0])}")
+    if ops > MAX_OPS:
+        raise InvalidInput("--ops", f"must be ≤ {MAX_OPS:,}, got {_short(ops)}")
     results = []
     window = None
     for n in sizes:

@@ -15,7 +15,7 @@ from mgmatch.app.cli import bench_app, fail, seed_option
 @bench_app.command("backfill", help="Open backfills and queued tickets in a built-in pool, then matchmaker ticks: "
                                     "ticks to fill each backfill, ms per fill and per tick, double booking.")
 def bench_backfill_cmd(
-    pool: Annotated[str, typer.Option(help="Built-in pool (3v3, 12v12, 12v12-deep).")] = "3v3",
+    pool: Annotated[str, typer.Option(help="Built-in pool (3v3, 12v12).")] = "3v3",
     store: Annotated[str, typer.Option(help="memory or redis.")] = "memory",
     tickets: Annotated[int, typer.Option(help="Solo tickets queued first.")] = 200,
     backfills: Annotated[int, typer.Option(help="Backfills opened (running matches missing 1–2 players).")] = 8,

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import bench_app, fail, seed_option
+from mgmatch.app.cli import bench_app, check_time_limit_ms, fail, seed_option, short_int
 
 #: the default pool per preset: room for this many matches among this many candidates
 DEFAULTS = {"3v3": (24, 4), "12v12": (72, 3)}
+#: most seeded pools one run takes (the README's runs use 20–200)
+MAX_POOLS = 1_000_000
 
 
 @bench_app.command("batch", help="Form up to M matches from seeded pools of N candidates twice with the same total "
@@ -49,10 +50,9 @@ def batch_cmd(
     if candidates < matches * S:
         fail(f"--candidates: {matches} matches of {S} players need at least {matches * S}, got {candidates}")
     budget_ms = 100.0 * matches if budget_ms is None else budget_ms
-    if not (budget_ms > 0) or math.isinf(budget_ms):
-        fail(f"--budget-ms must be a finite number > 0, got {budget_ms}")
-    if pools < 1:
-        fail(f"--pools must be ≥ 1, got {pools}")
+    check_time_limit_ms(budget_ms, "--budget-ms")
+    if not 1 <= pools <= MAX_POOLS:
+        fail(f"--pools must be ≥ 1 and ≤ {MAX_POOLS:,}, got {short_int(pools)}")
     if method_info(method, "--method").needs_predictor:
         fail(f"--method: {method!r} needs a predictor; the sequential path here runs a model-free method")
     err = Console(stderr=True)

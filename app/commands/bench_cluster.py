@@ -24,7 +24,7 @@ def bench_cluster_cmd(
     json_file: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Progress on stderr.")] = False,
 ) -> None:
-    from mgmatch.app.clusterbench import ClusterBenchPlan, dumps, markdown, run_cluster_bench
+    from mgmatch.app.clusterbench import ClusterBenchPlan, dumps, markdown, run_cluster_bench, unreachable
     from mgmatch.app.localcluster import ClusterStartError
     from mgmatch.app.store import StoreUnavailable
     from mgmatch.core.errors import InvalidInput
@@ -38,6 +38,10 @@ def bench_cluster_cmd(
         fail(f"--{option}: {err.message}")
     if json_file is not None and not json_file.parent.is_dir():
         fail(f"--json: no directory {json_file.parent}")
+    if redis_url is not None:
+        reason = unreachable(redis_url)
+        if reason is not None:
+            fail(f"--redis-url: cannot reach Redis at {redis_url}: {reason}")
     say = (lambda m: sys.stderr.write(f"bench cluster: {m}\n")) if verbose else None
     try:
         report = run_cluster_bench(plan, say)

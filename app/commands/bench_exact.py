@@ -9,7 +9,8 @@ from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import bench_app, fail, seed_option
+from mgmatch.app.cli import bench_app, check_time_limit_ms, fail, seed_option, short_int
+from mgmatch.core.limits import MAX_INSTANCE_COUNT
 
 EXACT_METHODS = ("scip", "enumerate", "exact")
 
@@ -37,10 +38,9 @@ def exact_cmd(
         fail(f"--methods: {bad[0]!r} is not an exact method; expected some of {', '.join(EXACT_METHODS)}")
     if len(set(names)) != len(names):
         fail(f"--methods: a method is listed twice in {methods!r}")
-    if count < 1:
-        fail(f"--count must be ≥ 1, got {count}")
-    if time_limit_ms is not None and not time_limit_ms > 0:
-        fail(f"--time-limit-ms must be > 0, got {time_limit_ms}")
+    if not 1 <= count <= MAX_INSTANCE_COUNT:
+        fail(f"--count must be ≥ 1 and ≤ {MAX_INSTANCE_COUNT:,}, got {short_int(count)}")
+    check_time_limit_ms(time_limit_ms)
     log = (lambda m: sys.stderr.write(m + "\n")) if verbose else None
     res = run_exact_bench(preset, count, seed, names, time_limit_ms, log=log)
     if json_file is not None:

@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import bench_app, fail, seed_option
+from mgmatch.app.cli import MAX_TIME_LIMIT_MS, bench_app, check_time_limit_ms, fail, seed_option, short_int
+from mgmatch.core.limits import MAX_INSTANCE_COUNT
 
 DEFAULT_METHODS = "mgmatch,bgcn,scip,random,optmatch,local-search"
+
+
+def _limit(x: float, flag: str) -> None:
+    """One time limit of a list (ms): finite, > 0 and ≤ a day, else exit 2 naming ``flag``."""
+    if not (x > 0 and math.isfinite(x)):
+        fail(f"{flag}: every time limit must be a finite number > 0, got {x}")
+    if x > MAX_TIME_LIMIT_MS:
+        fail(f"{flag}: every time limit must be ≤ {MAX_TIME_LIMIT_MS:,.0f} (a day), got {x:g}")
 
 
 @bench_app.command("quality", help="Objective, gap to the exact optimum, mean/p99 time and feasibility rate per "
@@ -46,27 +56,32 @@ def quality_cmd(
         fail("--methods: give at least one method")
     if len(set(names)) != len(names):
         fail(f"--methods: a method is listed twice in {methods!r}")
-    if not time_limit_ms > 0:
-        fail(f"--time-limit-ms must be > 0, got {time_limit_ms}")
-    if count < 1:
-        fail(f"--count must be ≥ 1, got {count}")
-    if not exact_time_limit_s > 0:
-        fail(f"--exact-time-limit-s must be > 0, got {exact_time_limit_s}")
+    check_time_limit_ms(time_limit_ms)
+    if not 1 <= count <= MAX_INSTANCE_COUNT:
+        fail(f"--count must be ≥ 1 and ≤ {MAX_INSTANCE_COUNT:,}, got {short_int(count)}")
+    if not (exact_time_limit_s > 0 and math.isfinite(exact_time_limit_s)):
+        fail(f"--exact-time-limit-s must be a finite number > 0, got {exact_time_limit_s}")
+    if exact_time_limit_s > MAX_TIME_LIMIT_MS / 1e3:
+        fail(f"--exact-time-limit-s must be ≤ {MAX_TIME_LIMIT_MS / 1e3:,.0f} (a day), got {exact_time_limit_s:g}")
     try:
         ladder = [float(x) for x in ladder_ms.split(",") if x.strip()]
     except ValueError:
         fail(f"--ladder-ms: expected comma-separated numbers, got {ladder_ms!r}")
-    if any(not x > 0 for x in ladder):
-        fail("--ladder-ms: every time limit must be > 0")
     plotted = [m.strip() for m in progress_methods.split(",") if m.strip()]
+    if plotted and not ladder:
+        fail("--ladder-ms: give at least one time limit for the progress runs (or --progress-methods '' for none)")
+    for x in ladder:
+        _limit(x, "--ladder-ms")
     budget_list = [time_limit_ms]
     if budgets is not None:
         try:
             budget_list = [float(x) for x in budgets.split(",") if x.strip()]
         except ValueError:
             fail(f"--budgets: expected comma-separated numbers, got {budgets!r}")
-        if not budget_list or any(not x > 0 for x in budget_list):
-            fail("--budgets: give at least one budget, every budget > 0")
+        if not budget_list:
+            fail("--budgets: give at least one budget")
+        for x in budget_list:
+            _limit(x, "--budgets")
         if len(set(budget_list)) != len(budget_list):
             fail(f"--budgets: a budget is listed twice in {budgets!r}")
     sizes = None

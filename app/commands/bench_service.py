@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import socket
 import subprocess
@@ -179,6 +180,45 @@ def _cleanup_redis(redis_url: str, prefix: str) -> None:
     r.close()
 
 
+#: largest offered /v1/solve load (req/s) and seconds of load per row: far above any useful run, never unbounded
+MAX_SOLVE_RATE = 100_000
+MAX_LOAD_S = 86_400
+
+
+def _check_request(method: str, time_limit_ms: float) -> None:
+    """``--method`` registered and ``--time-limit-ms`` within what the server takes (else exit 2 naming it)."""
+    from mgmatch.app.settings import Settings
+    from mgmatch.core.errors import InvalidInput
+    from mgmatch.solvers.base import method_info
+
+    try:
+        method_info(method, "--method")
+    except InvalidInput as err:
+        fail(str(err))
+    if not (time_limit_ms > 0 and math.isfinite(time_limit_ms)):
+        fail(f"--time-limit-ms must be a finite number > 0, got {time_limit_ms}")
+    try:  # the server reads the same environment (MGMATCH_MAX_TIME_LIMIT_MS)
+        cap = Settings().max_time_limit_ms
+    except Exception:  # noqa: BLE001 - a bad environment is the server's to report; use the default cap
+        cap = Settings.model_fields["max_time_limit_ms"].default
+    if time_limit_ms > cap:
+        fail(f"--time-limit-ms must be ≤ {cap:g}, the server's largest budget per request "
+             f"(MGMATCH_MAX_TIME_LIMIT_MS), got {time_limit_ms:g}")
+
+
+def _check_ingest_pool(pool: str, config: Path | None) -> None:
+    """``--ingest-pool`` names a pool of the config the server runs (else exit 2 naming it)."""
+    from mgmatch.app.config import load_config
+
+    try:
+        names = [p.name for p in load_config(config).pools]
+    except Exception as err:  # noqa: BLE001 - the config is the user's file: report, don't trace
+        fail(f"--config: {str(err).splitlines()[0] if str(err) else type(err).__name__}")
+    if pool not in names:
+        fail(f"--ingest-pool: {pool!r} is not a pool of the {'config' if config else 'built-in config'}; "
+             f"expected one of {', '.join(names) or 'no pools'}")
+
+
 @bench_app.command("service", help="HTTP throughput and p50/p99 latency of /v1/solve and ticket ingest, per store.")
 def bench_service_cmd(
     stores: Annotated[str, typer.Option(help="Comma-separated: memory, redis.")] = "memory,redis",
@@ -207,10 +247,14 @@ def bench_service_cmd(
         fail(f"--presets: expected 3v3 and/or 12v12, got {presets!r}")
     if fmt not in ("md", "json"):
         fail(f"--format: expected md or json, got {fmt!r}")
-    for name, v in (("--solve-rate", solve_rate), ("--solve-s", solve_s), ("--ingest-s", ingest_s),
-                    ("--time-limit-ms", time_limit_ms)):
-        if not v > 0:
-            fail(f"{name} must be > 0, got {v}")
+    for name, v, hi in (("--solve-rate", solve_rate, MAX_SOLVE_RATE), ("--solve-s", solve_s, MAX_LOAD_S),
+                        ("--ingest-s", ingest_s, MAX_LOAD_S)):
+        if not (v > 0 and math.isfinite(v)):
+            fail(f"{name} must be a finite number > 0, got {v}")
+        if v > hi:
+            fail(f"{name} must be ≤ {hi:,}, got {v:g}")
+    _check_request(method, time_limit_ms)
+    _check_ingest_pool(ingest_pool, config)
     if not 1 <= concurrency <= 1024:
         fail(f"--concurrency must be in 1..1024, got {concurrency}")
     try:
