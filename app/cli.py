@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import os
 import pkgutil
 import sys
 from typing import Any, NoReturn
@@ -112,6 +113,20 @@ def missing_package_message(err: ImportError, command: str = "this command") -> 
             f"tools): use the full install, pip install mgmatch (with torch; see README)")
 
 
+#: the OSErrors that mean a path the user gave cannot be used (the one line names the path); any other
+#: OSError, or one without a file name, is a bug and keeps its traceback
+_PATH_ERRORS = (NotADirectoryError, IsADirectoryError, FileExistsError, PermissionError, FileNotFoundError)
+
+
+def path_error_message(err: OSError) -> str | None:
+    """``<path>: <reason>`` for an OSError on a path (:data:`_PATH_ERRORS` with a file name), else None."""
+    if not isinstance(err, _PATH_ERRORS) or not err.filename:
+        return None
+    name = os.fsdecode(err.filename) if isinstance(err.filename, (str, bytes, os.PathLike)) else str(err.filename)
+    reason = err.strerror or type(err).__name__
+    return f"{name}: {reason}".splitlines()[0]
+
+
 def main(argv: list[str] | None = None) -> None:
     _load_commands()
     command = typer.main.get_command(cli)
@@ -129,6 +144,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except ImportError as err:  # the service image has no torch, tqdm, …: the offline commands say so
         message = missing_package_message(err, _command_name(command, args))
+        if message is None:
+            raise
+        sys.stderr.write(f"mgmatch: {message}\n")
+        sys.exit(2)
+    except OSError as err:  # a path the user gave: a file where a directory must be, no permission, …
+        message = path_error_message(err)
         if message is None:
             raise
         sys.stderr.write(f"mgmatch: {message}\n")

@@ -30,6 +30,7 @@ import gzip
 import json
 import math
 import sys
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,7 +121,16 @@ def iter_lines(path: str | Path, progress=None) -> Iterator[tuple[int, Any]]:
     if not path.is_file():
         raise InvalidInput("logs", f"no such file {str(path)!r}")
     with _open(path) as f:
-        for n, raw in enumerate(f, start=1):
+        lines = iter(f)
+        n = 0
+        while True:
+            try:
+                raw = next(lines)
+            except StopIteration:
+                break
+            except (OSError, EOFError, zlib.error) as err:  # not gzip, truncated, corrupt or unreadable
+                raise InvalidInput("logs", f"{str(path)!r}: {_read_error(path, err)}") from None
+            n += 1
             if progress is not None:
                 progress(len(raw))
             if not raw.strip():
@@ -131,6 +141,19 @@ def iter_lines(path: str | Path, progress=None) -> Iterator[tuple[int, Any]]:
                 msg = err.msg if isinstance(err, json.JSONDecodeError) else type(err).__name__
                 raise InvalidInput(f"{path.name} line {n}", f"not valid JSON ({msg})") from None
             yield n, obj
+
+
+def _read_error(path: Path, err: BaseException) -> str:
+    """Why a log file cannot be read, in one line (a ``.gz`` that is not gzip, cut short or corrupt)."""
+    gz = path.suffix == ".gz"
+    if isinstance(err, EOFError):
+        return "the gzip file is truncated (it ends before the end-of-stream marker)" if gz else "ends early"
+    if isinstance(err, gzip.BadGzipFile):
+        return f"not a gzip file ({err})"
+    if isinstance(err, zlib.error):
+        return f"corrupt gzip data ({err})"
+    reason = getattr(err, "strerror", None) or str(err) or type(err).__name__
+    return f"cannot be read ({reason})"
 
 
 def _where(path: Path, n: int, field: str) -> str:

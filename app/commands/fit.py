@@ -7,13 +7,36 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import bench_app, cli, emit, fail, seed_option
+from mgmatch.app.cli import bench_app, cli, emit, fail, seed_option, short_int
+from mgmatch.core.errors import InvalidInput
 from mgmatch.core.presets import PRESETS
+
+#: largest ``--matches`` / ``--holdout`` of ``--preset`` (the default is 200,000; a simulated match holds
+#: D·K player indices and the fit keeps every match's features in memory, so 1e12 failed allocating)
+MAX_SIM_MATCHES = 10_000_000
+#: largest ``--players`` of ``--preset`` (the default world is max(20,000, matches/2) ≤ 5,000,000)
+MAX_SIM_PLAYERS = 100_000_000
+#: largest ``--embed-dim`` (default 12) and hidden layer width of ``--player-layers`` / ``--head-layers``
+MAX_WIDTH = 4096
+
+
+@contextmanager
+def _logs_named() -> Iterator[None]:
+    """A log-reading error of the pipeline (field ``logs``: no such file, not gzip, truncated, empty) as the
+    option's: ``--logs``."""
+    try:
+        yield
+    except InvalidInput as err:
+        if err.field == "logs":
+            fail(f"--logs: {err.message}")
+        raise
 
 
 def _widths(flag: str, text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
@@ -28,6 +51,8 @@ def _widths(flag: str, text: str | None, default: tuple[int, ...]) -> tuple[int,
         fail(f"{flag} must be comma-separated layer widths like 64,64, got {text!r}")
     if any(w < 1 for w in out):
         fail(f"{flag}: every width must be ≥ 1, got {text!r}")
+    if any(w > MAX_WIDTH for w in out):
+        fail(f"{flag}: every width must be ≤ {MAX_WIDTH:,}, got {text!r}")
     return out
 
 
@@ -83,6 +108,8 @@ def fit_cmd(
     for flag, v in (("--batch", batch), ("--embed-dim", embed_dim), ("--epochs", epochs), ("--threads", threads)):
         if v is not None and v < 1:
             fail(f"{flag} must be ≥ 1, got {v}")
+    if embed_dim > MAX_WIDTH:
+        fail(f"--embed-dim must be ≤ {MAX_WIDTH:,}, got {short_int(embed_dim)}")
     if lr is not None and not (math.isfinite(lr) and lr > 0):
         fail(f"--lr must be > 0, got {lr}")
     if not (math.isfinite(head_l1) and head_l1 >= 0):
@@ -112,7 +139,8 @@ def fit_cmd(
     try:
         from mgmatch.pipeline.fit_engagement import LogFitConfig, fit_log
     except ImportError:  # no torch (the service image): a bad log is still reported as such, before that
-        _validate_logs(list(logs), holdout_logs)  # type: ignore[arg-type]
+        with _logs_named():
+            _validate_logs(list(logs), holdout_logs)  # type: ignore[arg-type]
         raise
 
     n_epochs = epochs or 30
@@ -127,8 +155,9 @@ def fit_cmd(
            + (f" --val-share {val_share:g}" if val_share != 0.1 else "")
            + arch_flags + (f" --threads {threads}" if threads != 1 else "")
            + (f" --name {shlex.quote(name)}" if name else "") + f" --out {shlex.quote(str(out))}")
-    result = fit_log(list(logs), cfg, holdout_logs=list(holdout_logs) if holdout_logs else None,  # type: ignore[arg-type]
-                     command=cmd, progress=not quiet)
+    with _logs_named():
+        result = fit_log(list(logs), cfg, holdout_logs=list(holdout_logs) if holdout_logs else None,  # type: ignore[arg-type]
+                         command=cmd, progress=not quiet)
     _write(result, out, plot)
     r = result.record
     emit({"out": str(out), "teams": r["teams"], "feature_dim": r["feature_dim"], "matches": r["matches"],
@@ -166,10 +195,13 @@ def _fit_preset(preset: str, out: Path, seed: int, epochs: int, matches: int, pl
     if preset not in PRESETS:
         fail(f"--preset: unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
     for flag, v in (("--matches", matches), ("--holdout", holdout)):
-        if v < 1:
-            fail(f"{flag} must be ≥ 1, got {v}")
-    if players is not None and players < 2 * PRESETS[preset].team_size * PRESETS[preset].teams:
-        fail(f"--players must be ≥ {2 * PRESETS[preset].team_size * PRESETS[preset].teams}, got {players}")
+        if not 1 <= v <= MAX_SIM_MATCHES:
+            fail(f"{flag} must be ≥ 1 and ≤ {MAX_SIM_MATCHES:,}, got {short_int(v)}")
+    # the simulator draws rating windows of 2·need … players/4 players (core.world.simulate_history), need = D·K
+    least = 8 * PRESETS[preset].team_size * PRESETS[preset].teams
+    if players is not None and not least <= players <= MAX_SIM_PLAYERS:
+        fail(f"--players must be ≥ {least:,} (8 × the {preset} match's {least // 8} players) and "
+             f"≤ {MAX_SIM_PLAYERS:,}, got {short_int(players)}")
     from mgmatch.pipeline.fit_engagement import FitConfig, fit
 
     cmd = (f"mgmatch fit-engagement --preset {preset} --matches {matches} --epochs {epochs} --seed {seed}"

@@ -6,6 +6,7 @@ Two sources: a directory of a game's own instance files with its engagement mode
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import cli, emit, fail, seed_option, short_int
+from mgmatch.app.cli import MAX_TIME_LIMIT_MS, cli, emit, fail, seed_option, short_int
 from mgmatch.core.errors import InvalidInput
 from mgmatch.core.limits import MAX_INSTANCE_COUNT
 
@@ -54,8 +55,10 @@ def label_cmd(
 ) -> None:
     if workers < 1:
         fail(f"--workers must be ≥ 1, got {workers}")
-    if not time_limit_s > 0:
-        fail(f"--time-limit-s must be > 0, got {time_limit_s}")
+    if not (time_limit_s > 0 and math.isfinite(time_limit_s)):
+        fail(f"--time-limit-s must be a finite number > 0, got {time_limit_s}")
+    if time_limit_s > MAX_TIME_LIMIT_MS / 1e3:
+        fail(f"--time-limit-s must be ≤ {MAX_TIME_LIMIT_MS / 1e3:,.0f} (a day), got {time_limit_s:g}")
     if not 0 <= start_ms < time_limit_s * 1e3:
         fail(f"--start-ms must be ≥ 0 and below --time-limit-s ({time_limit_s * 1e3:g} ms), got {start_ms:g}")
     if out.exists() and not out.is_dir():

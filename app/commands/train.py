@@ -11,9 +11,13 @@ from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import bench_app, cli, emit, fail, seed_option
+from mgmatch.app.cli import bench_app, cli, emit, fail, seed_option, short_int
 
 _ARCHS = ("mgmatch", "bgcn", "bgcn-bigm", "bgcn-lc", "bgcn-te")
+#: largest ``--hidden`` (the default and every shipped model: 32; 4,000,000 failed allocating in torch)
+MAX_HIDDEN = 4096
+#: most ``--rounds`` (the default and every shipped model: 2)
+MAX_ROUNDS = 64
 
 
 @cli.command("train", help="Train a solution-prediction network on a labelled dataset; export ONNX (prints the sidecar).")
@@ -46,12 +50,18 @@ def train_cmd(
         fail(f"--lr must be in (0, 1), got {lr}")
     if not 0.0 < lr_switch <= 1.0:
         fail(f"--lr-switch must be in (0, 1], got {lr_switch}")
-    if hidden < 4 or hidden % 4:
-        fail(f"--hidden must be a positive multiple of 4, got {hidden}")
-    if rounds < 1:
-        fail(f"--rounds must be ≥ 1, got {rounds}")
+    if hidden < 4 or hidden % 4 or hidden > MAX_HIDDEN:
+        fail(f"--hidden must be a positive multiple of 4 and ≤ {MAX_HIDDEN:,}, got {short_int(hidden)}")
+    if not 1 <= rounds <= MAX_ROUNDS:
+        fail(f"--rounds must be ≥ 1 and ≤ {MAX_ROUNDS}, got {short_int(rounds)}")
+    if threads < 1:
+        fail(f"--threads must be ≥ 1, got {short_int(threads)}")
+    if limit is not None and limit < 1:  # --limit caps the instances used; leave it out to use them all
+        fail(f"--limit must be ≥ 1 (leave it out to use every labelled instance), got {short_int(limit)}")
     if not data.is_dir():
         fail(f"--data {data}: no such dataset directory")
+    if out.exists() and not out.is_dir():
+        fail(f"--out {out} exists and is not a directory")
     if ship is not None and (not ship or "/" in ship or ship.startswith(".")):
         fail(f"--ship must be a plain name like '3v3', got {ship!r}")
     try:
