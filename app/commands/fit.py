@@ -228,11 +228,18 @@ def fidelity_cmd(
 ) -> None:
     if preset not in PRESETS:
         fail(f"--preset: unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
-    if count < 1:
-        fail(f"--count must be ≥ 1, got {count}")
+    from mgmatch.core.limits import MAX_INSTANCE_COUNT
+
+    if not 1 <= count <= MAX_INSTANCE_COUNT:
+        fail(f"--count must be ≥ 1 and ≤ {MAX_INSTANCE_COUNT:,}, got {short_int(count)}")
     from mgmatch.core.engagement import load_engagement
     from mgmatch.core.presets import load_model
     from mgmatch.pipeline.fit_engagement import fidelity
 
     m = load_model(preset) if model is None else load_engagement(model)
+    if model is not None:
+        ref = load_model(preset)
+        if (m.teams, m.feature_dim) != (ref.teams, ref.feature_dim):
+            fail(f"--model {model}: scores {m.teams} teams of {m.feature_dim} features; preset {preset}'s players "
+                 f"have {ref.feature_dim} features in {ref.teams} teams")
     emit({"model": str(model) if model else f"shipped:{preset}", **fidelity(preset, m, count, seed)})

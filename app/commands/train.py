@@ -103,18 +103,31 @@ def bench_predictor_cmd(
 
     import numpy as np
 
-    from mgmatch.core.presets import generate_instances, load_model
+    from mgmatch.core.limits import MAX_INSTANCE_COUNT
+    from mgmatch.core.presets import PRESETS, generate_instances, load_model
     from mgmatch.core.problem import Problem
     from mgmatch.models.runtime import load_predictor
 
-    if count < 1 or batch < 1:
-        fail("--count and --batch must be ≥ 1")
+    if not 1 <= count <= MAX_INSTANCE_COUNT:
+        fail(f"--count must be ≥ 1 and ≤ {MAX_INSTANCE_COUNT:,}, got {short_int(count)}")
+    if not 1 <= batch <= count:
+        fail(f"--batch must be ≥ 1 and ≤ --count ({count}), got {short_int(batch)}")
+    if not 1 <= threads <= 256:
+        fail(f"--threads must be ≥ 1 and ≤ 256, got {short_int(threads)}")
+    if preset is not None and preset not in PRESETS:
+        fail(f"--preset: unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
     pred = load_predictor(predictor, threads=threads)
     name = preset or (pred.meta.get("training") or {}).get("preset")
     if name is None:
         fail("--preset is required: the predictor's sidecar names no preset")
+    if name not in PRESETS:
+        fail(f"--preset is required: the predictor's sidecar names preset {name!r}, which is not one of "
+             f"{', '.join(PRESETS)}")
     model = load_model(name)
     problems = [Problem(i, model, model_name=name) for i in generate_instances(name, count, seed)]
+    why = pred.problem_mismatch(problems[0])
+    if why is not None:
+        fail(f"--preset {name}: predictor {why[1]}")
     for p in problems:  # per-instance constants the service computes once per request anyway
         p.embeddings, p.compiled  # noqa: B018
     pred.predict(problems[:batch])  # warm-up

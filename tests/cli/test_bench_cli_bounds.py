@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -40,6 +43,13 @@ CASES = [
     (["quality", "--exact-time-limit-s", "inf"], "--exact-time-limit-s"),
     # 2. an empty ladder with methods to plot
     (["quality", "--progress-methods", "random", "--ladder-ms", ""], "--ladder-ms"),
+    # bench predictor and bench engagement-fidelity (their commands live in train.py and fit.py)
+    (["predictor", "--count", HUGE], "--count"),
+    (["predictor", "--threads", "-1"], "--threads"),
+    (["predictor", "--preset", "nope"], "--preset"),
+    (["predictor", "--predictor", "12v12", "--preset", "3v3", "--count", "2"], "--preset"),
+    (["engagement-fidelity", "--count", HUGE], "--count"),
+    (["engagement-fidelity", "--model", str(ROOT / "core" / "presets" / "engagement-12v12.json"), "--count", "1"], "--model"),
     # 4. huge counts and sizes
     (["quality", "--count", HUGE], "--count"),
     (["exact", "--count", HUGE], "--count"),
