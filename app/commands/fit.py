@@ -101,6 +101,11 @@ def fit_cmd(
         fail("give exactly one of --logs and --preset")
     if out.is_dir():
         fail(f"--out: {str(out)!r} is a directory; give the model file to write")
+    # the folder it goes in: checked now, not after the whole fit (a file in the way ran the fit, then failed)
+    for parent in (p for p in out.absolute().parents if p.exists()):
+        if not parent.is_dir():
+            fail(f"--out: {str(out)!r} cannot be written: {str(parent)!r} is a file, not a folder")
+        break
     if head_hidden is not None and head_layers is not None:
         fail("give --head-layers or --head-hidden, not both")
     head = _widths("--head-layers", head_layers if head_hidden is None else str(head_hidden), (16,))

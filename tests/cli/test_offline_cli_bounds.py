@@ -7,6 +7,7 @@ import errno
 import gzip
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -100,3 +101,12 @@ def test_path_errors_only_for_a_path_the_user_gave():
     assert path_error_message(FileNotFoundError(errno.ENOENT, "No such file or directory")) is None  # no file name
     assert path_error_message(OSError(errno.EIO, "I/O error", "f")) is None  # not a bad path: a real failure
     assert path_error_message(gzip.BadGzipFile("Not a gzipped file")) is None
+
+
+def test_fit_engagement_out_under_a_file_is_refused_before_the_fit(tmp_path):
+    """The fit took minutes and only then failed to write under a file; the folder is checked first."""
+    (tmp_path / "afile").write_text("x")
+    t0 = time.perf_counter()
+    line = one_line_error(run("fit-engagement", "--preset", "3v3", "--out", tmp_path / "afile" / "m.json"))
+    assert "--out" in line and "afile" in line
+    assert time.perf_counter() - t0 < 60
