@@ -559,10 +559,10 @@ class MGMatchSolver:
         trained = not isinstance(self.predictor, GradientPredictor)
         key = str(getattr(self.predictor, "version", None))
         gate = getattr(self.predictor, "gate", None) if trained else None
-        pace = tabu_pace_s(problem)
-        verdict = gate_verdict(gate, budget_ms, pace) if trained else None
-        if verdict is not None and stats is not None and budget_ms is not None:
-            stats["gate_budget_ms"] = round(gate_budget_ms(gate, budget_ms, pace), 1)
+        scaled = gate_budget_ms(gate, budget_ms, tabu_pace_s(problem))  # the budget on the gate's machine
+        verdict = gate_verdict(gate, scaled) if trained else None
+        if verdict is not None and stats is not None and scaled is not None:
+            stats["gate_budget_ms"] = round(scaled, 1)
         if verdict == "gradient":
             # measured offline: with this network MGMatch was behind the engagement gradient (`surrogate`)
             # at this budget, or nowhere ahead of it
