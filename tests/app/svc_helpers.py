@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -79,6 +80,44 @@ def poll(fn, timeout: float = 20.0, every: float = 0.05):
         if time.time() > deadline:
             raise AssertionError(f"condition not met within {timeout}s (last: {out!r})")
         time.sleep(every)
+
+
+#: ``mgmatch`` through its real entry point, as its own process
+MAIN = [sys.executable, "-c", "from mgmatch.app.cli import main; main()"]
+
+
+class ServeProcess:
+    """``mgmatch serve --port <free> ARGS`` as its own process on the memory store, entered once
+    ``/readyz`` answers 200 (a process that exits first fails with its stderr); on exit it is
+    terminated and its stderr kept in ``stderr``."""
+
+    def __init__(self, *args: str, ready_s: float = 90.0):
+        self.args, self.ready_s = [str(a) for a in args], ready_s
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.stderr = ""
+
+    def _ready(self) -> bool:
+        try:
+            return httpx.get(self.url + "/readyz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            assert self.proc.poll() is None, self.proc.stderr.read()[-2000:]
+            return False
+
+    def __enter__(self) -> ServeProcess:
+        self.proc = subprocess.Popen([*MAIN, "serve", "--port", str(self.port), *self.args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, "MGMATCH_STORE": "memory"})
+        try:
+            poll(self._ready, timeout=self.ready_s, every=0.2)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.terminate()
+        _, self.stderr = self.proc.communicate(timeout=20)
 
 
 def features(i: int, dim: int = 4) -> list[float]:

@@ -10,32 +10,16 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from svc_helpers import free_port, poll  # noqa: E402
-
-MAIN = [sys.executable, "-c", "from mgmatch.app.cli import main; main()"]
+from svc_helpers import MAIN, ServeProcess, poll  # noqa: E402
 
 
 def test_serve_embedded_default_matches_tickets():
-    port = free_port()
-    proc = subprocess.Popen([*MAIN, "serve", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env={**__import__("os").environ, "MGMATCH_STORE": "memory"})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        def ready():
-            try:
-                return httpx.get(url + "/readyz", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                assert proc.poll() is None, proc.stderr.read()[-2000:]
-                return False
-
-        poll(ready, timeout=90, every=0.2)
+    with ServeProcess() as srv:
+        url = srv.url
         assert "openapi" in httpx.get(url + "/openapi.json").json()
         ids = [httpx.post(url + "/v1/tickets", json={"pool": "3v3", "players": [
             {"id": f"c{i}", "features": [0.01 * i] * 196}]}).json()["id"] for i in range(6)]
         poll(lambda: all(httpx.get(f"{url}/v1/tickets/{t}").json()["status"] == "matched" for t in ids), timeout=60)
-    finally:
-        proc.terminate()
-        proc.wait(20)
 
 
 def test_bad_flags_exit_2_with_one_line():

@@ -26,9 +26,7 @@ from mgmatch.core.errors import InvalidInput
 from mgmatch.core.instance import parse_instance
 
 sys.path.insert(0, str(Path(__file__).parent))
-from svc_helpers import free_port, poll  # noqa: E402
-
-MAIN = [sys.executable, "-c", "from mgmatch.app.cli import main; main()"]
+from svc_helpers import MAIN, ServeProcess, free_port  # noqa: E402
 
 P2 = {"name": "p2", "teams": 2, "team_size": 2, "engagement_model": "3v3", "method": "exact"}
 
@@ -224,23 +222,7 @@ def test_serve_and_workers_exit_2_on_a_bad_config(tmp_path):
 
 
 def test_serve_starts_with_the_unusual_good_config(tmp_path):
-    import httpx
-
     path = _write(tmp_path, _good_config(tmp_path))
-    port = free_port()
-    proc = subprocess.Popen([*MAIN, "serve", "--port", str(port), "--config", str(path)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env={**__import__("os").environ, "MGMATCH_STORE": "memory"})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        def ready():
-            try:
-                return httpx.get(url + "/readyz", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                assert proc.poll() is None, proc.stderr.read()[-2000:]
-                return False
-
-        poll(ready, timeout=90, every=0.2)
-    finally:
-        proc.terminate()
-        _, err = proc.communicate(timeout=20)
-    assert "engagement_model" not in err and "ERROR" not in err, err[-2000:]
+    with ServeProcess("--config", path) as srv:
+        pass
+    assert "engagement_model" not in srv.stderr and "ERROR" not in srv.stderr, srv.stderr[-2000:]

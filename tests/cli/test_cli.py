@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-
-def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mgmatch", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, cwd=cwd)
-
-
-def one_line_error(proc: subprocess.CompletedProcess) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
-    return lines[0]
+sys.path.insert(0, str(Path(__file__).parent))
+from cli_helpers import one_line_error, run  # noqa: E402
 
 
 @pytest.mark.parametrize("method", ["exact", "scip", "enumerate"])

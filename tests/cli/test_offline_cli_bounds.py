@@ -5,26 +5,21 @@ from __future__ import annotations
 
 import errno
 import gzip
-import subprocess
 import sys
 import time
+from functools import partial
+from pathlib import Path
 
 import pytest
 
-from mgmatch.app.cli import path_error_message
+sys.path.insert(0, str(Path(__file__).parent))
+from cli_helpers import one_line_error  # noqa: E402
+from cli_helpers import run as cli_run  # noqa: E402
 
+from mgmatch.app.cli import path_error_message  # noqa: E402
 
-def run(*args) -> subprocess.CompletedProcess:  # as tests/cli/test_cli.py: the real entry point
-    return subprocess.run([sys.executable, "-m", "mgmatch", *map(str, args)], capture_output=True, text=True,
-                          timeout=120)
+run = partial(cli_run, timeout=120)  # as tests/cli/test_cli.py: the real entry point
 
-
-def one_line_error(proc: subprocess.CompletedProcess) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
-    return lines[0]
 
 
 @pytest.mark.parametrize("args", [

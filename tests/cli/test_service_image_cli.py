@@ -12,8 +12,12 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from cli_helpers import one_line_error  # noqa: E402
 
 from mgmatch.app.store import MatchRecord, MatchResult, MemoryStore, Ticket, new_ticket_id
 
@@ -32,13 +36,6 @@ def run_without(missing: tuple[str, ...], *args, timeout: float = 300) -> subpro
     return subprocess.run([sys.executable, "-c", _ENTRY, ",".join(missing), *map(str, args)],
                           capture_output=True, text=True, timeout=timeout)
 
-
-def one_line_error(proc: subprocess.CompletedProcess) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
-    return lines[0]
 
 
 @pytest.fixture

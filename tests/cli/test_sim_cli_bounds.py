@@ -3,24 +3,19 @@ input exits 2 with one stderr line naming the flag, before any real work (no tra
 
 from __future__ import annotations
 
-import subprocess
 import sys
+from functools import partial
+from pathlib import Path
 
 import pytest
 import yaml
 
+sys.path.insert(0, str(Path(__file__).parent))
+from cli_helpers import one_line_error  # noqa: E402
+from cli_helpers import run as cli_run  # noqa: E402
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mgmatch", *map(str, args)], capture_output=True, text=True,
-                          timeout=120)
+run = partial(cli_run, timeout=120)
 
-
-def one_line_error(proc: subprocess.CompletedProcess) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
-    return lines[0]
 
 
 # --------------------------------------------------------------------------- simulate eomm
