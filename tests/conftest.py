@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-SPEC = Path(__file__).resolve().parents[2] / "shared" / "spec"
-if not SPEC.exists():  # a checkout elsewhere: the spec is shipped beside the clone as ../shared
-    SPEC = Path(__file__).resolve().parents[1] / ".." / "shared" / "spec"
+#: the spec and its worked example, carried by the repository (docs/spec)
+SPEC = Path(__file__).resolve().parents[1] / "docs" / "spec"
 EXAMPLES = SPEC / "examples"
 
 

@@ -16,9 +16,7 @@ import httpx
 import uvicorn
 import yaml
 
-SPEC_EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "spec" / "examples"
-if not SPEC_EXAMPLES.exists():
-    SPEC_EXAMPLES = Path(__file__).resolve().parents[2] / ".." / "shared" / "spec" / "examples"
+SPEC_EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "spec" / "examples"
 REDIS_URL = os.environ.get("MGMATCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 

@@ -69,8 +69,8 @@ EXPECTED_MISSING = {
     "runtime": dict.fromkeys(GRPC_MODULES, "grpc"),
     "service": dict.fromkeys(TORCH_MODULES, "torch"),
 }
-#: the spec example, relative to the repository (CI has ../shared beside the clone)
-SPEC_EXAMPLE = "../shared/spec/examples/instance-3v3-small.json"
+#: the spec example, relative to the repository (docs/spec carries the spec and its examples)
+SPEC_EXAMPLE = "docs/spec/examples/instance-3v3-small.json"
 SOLVE_LIMIT_MS = 500
 
 
