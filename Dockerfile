@@ -16,6 +16,7 @@ COPY solvers ./solvers
 COPY models ./models
 COPY pipeline ./pipeline
 COPY app ./app
+COPY lab ./lab
 RUN pip wheel --no-deps --no-build-isolation --wheel-dir /wheels .
 
 # ---------------------------------------------------------------- cpu: the service image

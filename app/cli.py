@@ -83,11 +83,15 @@ def emit(obj: Any) -> None:
     sys.stdout.flush()
 
 
-def _load_commands() -> None:
-    from . import commands
+#: the service's command modules; the full CLI (:mod:`mgmatch.cli`) adds the lab's
+SERVICE_COMMANDS = ("mgmatch.app.commands",)
 
-    for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        importlib.import_module(f"{commands.__name__}.{mod.name}")
+
+def _load_commands(packages: tuple[str, ...] = SERVICE_COMMANDS) -> None:
+    for name in packages:
+        package = importlib.import_module(name)
+        for mod in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+            importlib.import_module(f"{name}.{mod.name}")
 
 
 def _command_name(command: Any, args: list[str]) -> str:
@@ -127,8 +131,9 @@ def path_error_message(err: OSError) -> str | None:
     return f"{name}: {reason}".splitlines()[0]
 
 
-def main(argv: list[str] | None = None) -> None:
-    _load_commands()
+def main(argv: list[str] | None = None, packages: tuple[str, ...] = SERVICE_COMMANDS) -> None:
+    """Run the CLI with the commands of ``packages`` (the service's alone by default)."""
+    _load_commands(packages)
     command = typer.main.get_command(cli)
     args = list(sys.argv[1:] if argv is None else argv)
     try:

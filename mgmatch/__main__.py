@@ -1,3 +1,3 @@
-from mgmatch.app.cli import main
+from mgmatch.cli import main
 
 main()

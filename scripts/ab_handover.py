@@ -22,7 +22,7 @@ import numpy as np
 
 import mgmatch.solvers.mgmatch as mg
 from mgmatch.app.resolve import make_solver
-from mgmatch.pipeline.bench_quality import problems_for
+from mgmatch.lab.bench_quality import problems_for
 from mgmatch.solvers.base import Budget, get_solver
 
 

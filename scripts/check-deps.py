@@ -25,7 +25,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("core", "solvers", "models", "pipeline", "app")
+PACKAGES = ("core", "solvers", "models", "pipeline", "app", "lab")
 REQUIREMENTS = ROOT / "deploy" / "requirements-service.txt"
 #: import name → distribution name, where they differ
 DIST_OF = {

@@ -32,7 +32,7 @@ echo '*' > "$SMOKE/.gitignore"   # nothing in here is ever committed
 # dev install's egg-info)
 rm -rf "$SMOKE/src" "$SMOKE/dist"
 mkdir -p "$SMOKE/src" "$SMOKE/dist"
-tar -cf - --exclude=__pycache__ --exclude='*.pyc' pyproject.toml README.md mgmatch core solvers models pipeline app \
+tar -cf - --exclude=__pycache__ --exclude='*.pyc' pyproject.toml README.md mgmatch core solvers models pipeline app lab \
     | tar -C "$SMOKE/src" -xf -
 if ! "$BUILD_PY" -m pip wheel -q --no-deps --no-build-isolation -w "$SMOKE/dist" "$SMOKE/src" \
         > "$SMOKE/build.log" 2>&1; then

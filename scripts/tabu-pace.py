@@ -15,7 +15,7 @@ import argparse
 import time
 
 import mgmatch  # noqa: F401  (one BLAS thread, set before numpy loads)
-from mgmatch.pipeline.bench_quality import problems_for
+from mgmatch.lab.bench_quality import problems_for
 from mgmatch.solvers.mgmatch import rounding
 from mgmatch.solvers.surrogate import GradientPredictor
 from mgmatch.solvers.tabu import tabu_search

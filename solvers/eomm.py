@@ -9,7 +9,7 @@ Three parts, each replaceable:
 - Churn model: logistic regression on the last 10 outcomes (after the hypothetical match, Eqs.
   8–10) and play frequency, with the upcoming outcome one-hot and a few interactions; fitted by
   L-BFGS (scipy) with L2. :data:`DEFAULT_CHURN` was fitted on the synthetic world of
-  :mod:`mgmatch.pipeline.sim_eomm` (seed 0).
+  :mod:`mgmatch.lab.sim_eomm` (seed 0).
 - Pairing (1v1 pools): weight c(s_i, s_j) + c(s_j, s_i) by Eq. 7, minimum-weight perfect matching
   with rustworkx's blossom algorithm (Rust). The graph is pruned exactly first: the assignment
   relaxation (scipy) gives dual values y, and an edge whose reduced cost w_ij − y_i − y_j exceeds
@@ -167,7 +167,7 @@ class ChurnTable:
         return np.tile([self.c["W"], self.c["D"], self.c["L"]], (H.shape[0], 1))
 
 
-# Fitted by mgmatch.pipeline.sim_eomm.fit_churn_model(seed=0) (see tests/pipeline/test_sim_eomm.py).
+# Fitted by mgmatch.lab.sim_eomm.fit_churn_model(seed=0) (see tests/pipeline/test_sim_eomm.py).
 DEFAULT_CHURN = ChurnModel(
     coef=np.array([-0.3584, 0.0885, 0.2693, -0.0813, 0.0201, 0.536, -0.1591, -0.599, 1.1668, -0.8389, 0.1069]),
     intercept=0.54,

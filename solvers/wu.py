@@ -14,7 +14,7 @@ Cost per period: patient n; greedy n − ½ + α(1 − (2q − 1)^{2n})/2. Greed
 α ≤ 1/(1 − (2q − 1)^{2n}) (Theorem 3.3).
 
 The dispatch policy ``wu`` built on this rule is :class:`mgmatch.solvers.dispatch.wu.WuPolicy`;
-the exact simulation lives in :mod:`mgmatch.pipeline.sim_wu`.
+the exact simulation lives in :mod:`mgmatch.lab.sim_wu`.
 """
 
 from __future__ import annotations

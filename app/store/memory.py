@@ -1,7 +1,7 @@
 """The in-memory store: everything in one process, behind one lock (the embedded default).
 
 Times come from this process's clock (``time.time()``, or the ``clock`` given, e.g. the simulated
-clock of :mod:`mgmatch.app.replay`); there is no other clock to agree with.
+clock of :mod:`mgmatch.lab.replay`); there is no other clock to agree with.
 """
 
 from __future__ import annotations

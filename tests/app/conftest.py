@@ -75,7 +75,7 @@ def live():
 def redis_cluster(tmp_path_factory):
     """A Redis Cluster of this test session's own: 3 masters with a replica each on loopback ports
     (AOF, fsync always), shared by the tests that ask for it; a test may fail masters over."""
-    from mgmatch.app.localcluster import LocalCluster
+    from mgmatch.lab.localcluster import LocalCluster
 
     if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
         pytest.skip("the Redis Cluster tests start their own cluster: redis-server and redis-cli must be on PATH")

@@ -81,7 +81,7 @@ def poll(fn, timeout: float = 20.0, every: float = 0.05):
 
 
 #: ``mgmatch`` through its real entry point, as its own process
-MAIN = [sys.executable, "-c", "from mgmatch.app.cli import main; main()"]
+MAIN = [sys.executable, "-c", "from mgmatch.cli import main; main()"]
 
 
 class ServeProcess:

@@ -147,8 +147,8 @@ def test_no_player_in_a_backfill_and_a_new_match_under_concurrency(make_rt):
 
 @pytest.mark.parametrize("store", ["memory", pytest.param("redis", marks=pytest.mark.redis)])
 def test_bench_backfill_fills_every_backfill_in_the_first_tick(store, request):
-    from mgmatch.app.backfill_bench import run_backfill_bench
     from mgmatch.core.errors import InvalidInput
+    from mgmatch.lab.backfill_bench import run_backfill_bench
 
     url = None
     if store == "redis":
@@ -164,6 +164,6 @@ def test_bench_backfill_fills_every_backfill_in_the_first_tick(store, request):
 def test_bench_backfill_cli_refuses_bad_input_in_one_line():
     import subprocess
 
-    out = subprocess.run([sys.executable, "-c", "from mgmatch.app.cli import main; main()", "bench", "backfill",
+    out = subprocess.run([sys.executable, "-c", "from mgmatch.cli import main; main()", "bench", "backfill",
                           "--store", "disk"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and out.stderr.strip().count("\n") == 0 and "--store" in out.stderr, out.stderr

@@ -12,9 +12,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from svc_helpers import free_port  # noqa: E402
 
-from mgmatch.app.cli import main  # noqa: E402
 from mgmatch.app.commands.export_log import parse_since  # noqa: E402
 from mgmatch.app.store import MatchRecord, MatchResult, RedisStore, Ticket, new_ticket_id  # noqa: E402
+from mgmatch.cli import main  # noqa: E402
 
 
 def _run(capsys, *args: str) -> tuple[int, str, str]:

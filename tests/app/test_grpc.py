@@ -42,7 +42,7 @@ def served(tmp_path):
     """`mgmatch serve` with HTTP and gRPC on free ports (in-memory store, embedded workers)."""
     http_port, grpc_port = free_port(), free_port()
     env = {**os.environ, "MGMATCH_CONFIG": str(service_config(tmp_path)), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", "from mgmatch.app.cli import main; main()", "serve",
+    proc = subprocess.Popen([sys.executable, "-c", "from mgmatch.cli import main; main()", "serve",
                              "--port", str(http_port), "--grpc-port", str(grpc_port)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")

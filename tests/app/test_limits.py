@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).parent))
 from svc_helpers import SPEC_EXAMPLES, client, features, service_config  # noqa: E402
 
-from mgmatch.app.cli import main  # noqa: E402
 from mgmatch.app.runtime import Runtime  # noqa: E402
 from mgmatch.app.settings import Settings  # noqa: E402
+from mgmatch.cli import main  # noqa: E402
 from mgmatch.core import limits  # noqa: E402
 
 _HYPO = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

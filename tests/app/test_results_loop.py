@@ -38,7 +38,7 @@ def true_engagement(teams: list[list[list[float]]]) -> float:
 
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from mgmatch.app.cli import main; main()", *args],
+    return subprocess.run([sys.executable, "-c", "from mgmatch.cli import main; main()", *args],
                           capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1",
                                                                             **(env or {})})
 

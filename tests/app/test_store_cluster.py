@@ -337,8 +337,8 @@ def test_the_solver_group_survives_a_failover(cluster_url, redis_cluster):
 def test_bench_cluster_puts_all_of_a_pools_scripts_on_its_one_master(cluster_url, redis_cluster):
     """``mgmatch bench cluster``'s accounting on the session cluster: every script of a pool ran on the
     master of its slot, the others ran none, and the ceiling follows from the measured µs."""
-    from mgmatch.app.clusterbench import ClusterBenchPlan, markdown, run_cluster_bench
     from mgmatch.core.errors import InvalidInput
+    from mgmatch.lab.clusterbench import ClusterBenchPlan, markdown, run_cluster_bench
 
     url, _ = cluster_url
     r = run_cluster_bench(ClusterBenchPlan(tickets=60, pools=1, batch=20, match_size=6, url=url))

@@ -47,7 +47,7 @@ def _env(cfg: Path, url: str, prefix: str) -> dict[str, str]:
 
 
 def _worker(kind: str, env: dict, *extra: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-c", "from mgmatch.app.cli import main; main()", "worker", kind, "--metrics-port", "0", *extra]
+    cmd = [sys.executable, "-c", "from mgmatch.cli import main; main()", "worker", kind, "--metrics-port", "0", *extra]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 

@@ -30,7 +30,7 @@ def _env(cfg: Path, url: str, **extra: str) -> dict[str, str]:
 
 
 def _worker(kind: str, env: dict, log: Path, *extra: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-c", "from mgmatch.app.cli import main; main()", "worker", kind, "--metrics-port", "0",
+    cmd = [sys.executable, "-c", "from mgmatch.cli import main; main()", "worker", kind, "--metrics-port", "0",
            *extra]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"), text=True)
 
@@ -90,7 +90,7 @@ def test_workers_wait_for_redis_then_survive_flushall_and_a_restart(tmp_path):
 def test_a_worker_gives_up_after_the_startup_wait_with_one_line(tmp_path):
     redis = SpareRedis(tmp_path)  # never started
     env = _env(service_config(tmp_path), redis.url, MGMATCH_STARTUP_WAIT_S="0.5")
-    out = subprocess.run([sys.executable, "-c", "from mgmatch.app.cli import main; main()", "worker", "solver",
+    out = subprocess.run([sys.executable, "-c", "from mgmatch.cli import main; main()", "worker", "solver",
                           "--metrics-port", "0"], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2, out.stderr
     last = out.stderr.strip().splitlines()[-1]
@@ -101,7 +101,7 @@ def test_a_worker_gives_up_after_the_startup_wait_with_one_line(tmp_path):
 def test_serve_gives_up_after_the_startup_wait_with_one_line(tmp_path):
     redis = SpareRedis(tmp_path)  # never started
     env = _env(service_config(tmp_path), redis.url, MGMATCH_STARTUP_WAIT_S="0.5")
-    out = subprocess.run([sys.executable, "-c", "from mgmatch.app.cli import main; main()", "serve", "--store", "redis",
+    out = subprocess.run([sys.executable, "-c", "from mgmatch.cli import main; main()", "serve", "--store", "redis",
                           "--port", "1"], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2, out.stderr
     last = out.stderr.strip().splitlines()[-1]

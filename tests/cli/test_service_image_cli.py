@@ -127,7 +127,7 @@ def test_solve_time_limit_above_a_day_is_refused(example_paths):
 
 
 def _export(capsys, *args: str) -> tuple[int, str, str]:
-    from mgmatch.app.cli import main
+    from mgmatch.cli import main
 
     with pytest.raises(SystemExit) as info:
         main(["export-log", "--store", "redis", "--redis-url", "redis://127.0.0.1:1/0", *args])

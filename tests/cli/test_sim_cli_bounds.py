@@ -32,7 +32,7 @@ def test_eomm_rounds_are_bounded():
 
 
 def test_eomm_pipeline_refuses_a_pool_above_the_world():
-    from mgmatch.pipeline.sim_eomm import simulate
+    from mgmatch.lab.sim_eomm import simulate
 
     with pytest.raises(ValueError, match="world"):
         simulate([12], 2, 0, world_size=10)
@@ -48,7 +48,7 @@ def test_wu_periods_are_bounded(periods):
 
 def test_wu_pipeline_refuses_too_many_periods():
     from mgmatch.core.errors import InvalidInput
-    from mgmatch.pipeline.sim_wu import MAX_PERIODS, simulate
+    from mgmatch.lab.sim_wu import MAX_PERIODS, simulate
 
     with pytest.raises(InvalidInput):
         simulate(5, 0.5, 1.0, MAX_PERIODS + 1, "greedy")
@@ -120,7 +120,7 @@ def test_bench_waits_refuses_a_tick_that_runs_too_many_ticks():
 def test_replay_tick_budget_counts_live_time_only():
     from types import SimpleNamespace as NS
 
-    from mgmatch.app.commands.replay import _live_span_s
+    from mgmatch.lab.commands.replay import _live_span_s
 
     cfg = NS(pools=[NS(name="a", ticket_ttl_s=10.0)])
     arrivals = [NS(time=0.0, pool="a", ttl_s=None), NS(time=5.0, pool="a", ttl_s=None),

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from mgmatch.app.cli import main
+from mgmatch.cli import main
 from mgmatch.core.checker import Checker
 from mgmatch.core.errors import InvalidInput
 from mgmatch.core.instance import parse_instance

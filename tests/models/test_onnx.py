@@ -140,7 +140,7 @@ def test_both_presets_have_a_shipped_mgmatch_model():
 
 def _cli(capsys, *args) -> tuple[int, str, str]:
     """Run the real entry point in-process (no interpreter start-up per call)."""
-    from mgmatch.app.cli import main
+    from mgmatch.cli import main
 
     with pytest.raises(SystemExit) as exit_:
         main([str(a) for a in args])

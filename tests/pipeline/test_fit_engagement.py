@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from mgmatch.app.cli import main
+from mgmatch.cli import main
 from mgmatch.core.engagement import parse_engagement
 from mgmatch.core.errors import InvalidInput
 from mgmatch.core.presets import load_model

@@ -9,7 +9,7 @@ import pytest
 import torch
 from own_game import Game, match_lines, write_log
 
-from mgmatch.app.cli import main
+from mgmatch.cli import main
 from mgmatch.core.engagement import parse_engagement
 from mgmatch.pipeline.fit_engagement import LogFitConfig, fit_log
 from mgmatch.pipeline.matchlog import load_matchlog

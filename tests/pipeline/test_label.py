@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from mgmatch.app.cli import main
+from mgmatch.cli import main
 from mgmatch.core.presets import generate_instances, resolve_model
 from mgmatch.core.problem import Problem
 from mgmatch.pipeline.dataset import load_dataset, read_manifest, records

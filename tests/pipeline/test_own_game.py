@@ -11,7 +11,7 @@ import json
 import pytest
 from own_game import Game, write_log, write_pools
 
-from mgmatch.app.cli import main
+from mgmatch.cli import main
 from mgmatch.core.engagement import load_engagement
 from mgmatch.core.instance import parse_instance, read_json
 from mgmatch.core.problem import Problem

@@ -13,7 +13,7 @@ from mgmatch.core.instance import parse_instance
 from mgmatch.core.presets import load_model
 from mgmatch.core.problem import Problem
 from mgmatch.core.rules import parse_rule
-from mgmatch.pipeline.bench_batch import pool_instance
+from mgmatch.lab.bench_batch import pool_instance
 from mgmatch.solvers.base import Budget
 from mgmatch.solvers.batch import joint_local_search, prefer_joint, solve_joint, solve_sequential, verify
 

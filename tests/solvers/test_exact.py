@@ -415,7 +415,7 @@ def test_scip_runs_default_primal_heuristics_where_no_proof_fits_the_budget(monk
     mean where both answered was 0.05 lower; no longer a clear gain.)"""
     import mgmatch.solvers.exact as ex
     from mgmatch.core.solution import team_of_from_teams
-    from mgmatch.pipeline.bench_quality import problems_for
+    from mgmatch.lab.bench_quality import problems_for
     from mgmatch.solvers.base import Budget, get_solver
 
     deep = problems_for("12v12-deep", 6, 1000003)[5]

@@ -245,7 +245,7 @@ def test_game_queue_policy_puts_the_best_game_in_the_candidate_pool():
 
 
 def _cli(argv: list[str]) -> int:
-    from mgmatch.app.cli import main
+    from mgmatch.cli import main
 
     with pytest.raises(SystemExit) as exit_:
         main(argv)

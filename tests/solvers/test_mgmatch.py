@@ -518,7 +518,7 @@ def test_true_search_reports_how_far_past_its_limit_scip_stopped():
 
 def test_a_region_whose_near_players_cannot_meet_the_include_and_role_rules_is_passed_over():
     from mgmatch.core.rules import IncludeRule, RolesRule
-    from mgmatch.pipeline.bench_quality import problems_for
+    from mgmatch.lab.bench_quality import problems_for
     from mgmatch.solvers.mgmatch import near_region, party_units, region_admits
 
     pr = problems_for("12v12-deep", 40, 1000003)[22]

@@ -148,7 +148,7 @@ def test_a_deeper_head_is_estimated_by_the_neurons_its_mip_must_linearize():
 
 def test_large_pools_are_not_counted():
     """Counting a 95-candidate pool's assignments costs more than enumeration could ever save."""
-    from mgmatch.pipeline.bench_batch import pool_instance
+    from mgmatch.lab.bench_batch import pool_instance
 
     inst = pool_instance("12v12", 95, 1, 0)
     name, model = resolve_model(inst)

@@ -159,7 +159,7 @@ def test_tabu_repairs_the_rounding_of_every_large_pool(preset, count, pool_size)
     with far members (now a player is near a region only when his whole party is); on the third
     (12v12-deep, pool 22) it took a region of 25 near players without enough damage dealers or any
     of the included players (now such a region is passed over: ``region_admits``)."""
-    from mgmatch.pipeline.bench_quality import problems_for
+    from mgmatch.lab.bench_quality import problems_for
     from mgmatch.solvers.mgmatch import rounding
     from mgmatch.solvers.surrogate import GradientPredictor
 
@@ -604,7 +604,7 @@ def test_the_tabu_stage_probes_the_other_host_regions_that_can_hold_the_match(mo
     regions; a 12v12 pool of 96 candidates has its optimum in another region (2.8% from the rounding's
     region at 100 ms). Short walks from each other admitted region's rounding find it."""
     import mgmatch.solvers.mgmatch as mg
-    from mgmatch.pipeline.bench_quality import problems_for
+    from mgmatch.lab.bench_quality import problems_for
     from mgmatch.solvers.surrogate import GradientPredictor
 
     pr = problems_for("12v12", 12, 1000003, pool_size=(90, 100))[5]

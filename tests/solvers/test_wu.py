@@ -8,7 +8,7 @@ import pytest
 
 from mgmatch.core.errors import InvalidInput
 from mgmatch.core.instance import Player
-from mgmatch.pipeline.sim_wu import simulate
+from mgmatch.lab.sim_wu import simulate
 from mgmatch.solvers import wu
 from mgmatch.solvers.dispatch import PoolShape, Waiting, make_policy
 
@@ -70,7 +70,7 @@ def test_simulation_is_seeded_and_validates():
 
 
 def _cli(argv, capsys):
-    from mgmatch.app.cli import main
+    from mgmatch.cli import main
 
     with pytest.raises(SystemExit) as e:
         main(argv)

@@ -7,7 +7,7 @@ Starts its own ``redis-server`` (loopback, append-only file with ``appendfsync a
 Redis acknowledged survives its SIGKILL), the API, a matchmaker and ``--solvers`` solver workers
 as processes; ingests ``--tickets`` tickets over HTTP while killing workers and Redis; then
 reports accepted, matched, lost, double-booked, 5xx, players matched per second and the wait
-p50/p99 (see :mod:`mgmatch.app.chaos`). Every process it started is stopped at the end, also on
+p50/p99 (see :mod:`mgmatch.lab.chaos`). Every process it started is stopped at the end, also on
 Ctrl-C. Exit 0 when nothing was lost or double-booked and no 5xx other than 503 was seen, else 1.
 """
 
@@ -109,8 +109,8 @@ def bench_chaos_cmd(
     logs: Annotated[Path | None, typer.Option(help="Copy the processes' logs into this directory.")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print chaos events on stderr as they happen.")] = False,
 ) -> None:
-    from mgmatch.app.chaos import ChaosError, ChaosPlan, run_chaos
     from mgmatch.core.errors import InvalidInput
+    from mgmatch.lab.chaos import ChaosError, ChaosPlan, run_chaos
 
     plan = ChaosPlan(tickets=tickets, pool=pool, solvers=solvers, kills=kills, rate=rate, seed=seed, concurrency=concurrency,
                      restart_redis=redis_restart, flush=flush, redis_down_s=redis_down_s, appendfsync=appendfsync,

@@ -32,15 +32,14 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from mgmatch.app.config import ServiceConfig
+from mgmatch.app.matchmaker import Matchmaker
+from mgmatch.app.runtime import Runtime
+from mgmatch.app.settings import Settings
+from mgmatch.app.store import Conflict, MemoryStore, Ticket, new_ticket_id
 from mgmatch.core.errors import InvalidInput, from_pydantic
 from mgmatch.core.files import read_text
 from mgmatch.core.instance import Player
-
-from .config import ServiceConfig
-from .matchmaker import Matchmaker
-from .runtime import Runtime
-from .settings import Settings
-from .store import Conflict, MemoryStore, Ticket, new_ticket_id
 
 STREAM_FORMAT = "mgmatch-tickets/v1"
 _KNOWN_FIELDS = {"time", "pool", "players", "id", "ttl_s", "format"}
@@ -423,7 +422,7 @@ def bench_waits(config: ServiceConfig, arrivals: list[Arrival], tick_s: float = 
     """Run the stream and compare each ticket's ``estimated_wait_s``, read right after it was stored
     (what its first GET shows), with the wait it then had. Also scores the plain queue-drain formula
     (players ahead / throughput) on the same reads, as a baseline."""
-    from .waits import estimate_wait
+    from mgmatch.app.waits import estimate_wait
 
     drain: dict[int, float | None] = {}
 

@@ -48,7 +48,7 @@ def quality_cmd(
 ) -> None:
     from mgmatch.app.resolve import make_solver
     from mgmatch.core.presets import get_preset
-    from mgmatch.pipeline.bench_quality import budgets_markdown, run_budgets, run_quality, write_outputs
+    from mgmatch.lab.bench_quality import budgets_markdown, run_budgets, run_quality, write_outputs
 
     get_preset(preset)
     names = [m.strip() for m in methods.split(",") if m.strip()]
@@ -86,7 +86,7 @@ def quality_cmd(
             fail(f"--budgets: a budget is listed twice in {budgets!r}")
     sizes = None
     if pool_size is not None:
-        from mgmatch.pipeline.bench_batch import MAX_CANDIDATES
+        from mgmatch.lab.bench_batch import MAX_CANDIDATES
 
         lo_s, sep, hi_s = pool_size.partition("-")
         try:

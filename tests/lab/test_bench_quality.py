@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from mgmatch.app.cli import main
+from mgmatch.cli import main
 from mgmatch.core.problem import Problem
-from mgmatch.pipeline.bench_quality import run_quality, write_outputs
+from mgmatch.lab.bench_quality import run_quality, write_outputs
 from mgmatch.solvers.base import get_solver
 from mgmatch.solvers.mgmatch import MGMatchSolver
 
@@ -105,7 +105,7 @@ def test_cli_names_the_missing_method(monkeypatch, capsys):
 
 
 def test_budgets_share_instances_and_references_and_pools_have_their_size():
-    from mgmatch.pipeline.bench_quality import budgets_markdown, problems_for, run_budgets
+    from mgmatch.lab.bench_quality import budgets_markdown, problems_for, run_budgets
 
     pools = problems_for(PRESET, 3, SEED, pool_size=(12, 14))
     assert all(12 <= pr.instance.n <= 14 for pr in pools)

@@ -1,5 +1,5 @@
 """``mgmatch replay``, ``mgmatch generate-tickets`` and ``mgmatch bench waits``: ticket streams pushed
-through service configs offline on a simulated clock (:mod:`mgmatch.app.replay`)."""
+through service configs offline on a simulated clock (:mod:`mgmatch.lab.replay`)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def replay_cmd(
     from rich.console import Console
     from rich.table import Table
 
-    from mgmatch.app.replay import read_stream, simulate, summarize, validate
+    from mgmatch.lab.replay import read_stream, simulate, summarize, validate
 
     if not 1 <= len(config) <= 2:
         fail(f"--config: give one or two configs, got {len(config)}")
@@ -174,7 +174,7 @@ def generate_tickets_cmd(
     max_party: Annotated[int, typer.Option(help="Largest party.")] = 2,
     seed: Annotated[int, seed_option(help="Seed.")] = 0,
 ) -> None:
-    from mgmatch.app.replay import generate_stream, write_stream
+    from mgmatch.lab.replay import generate_stream, write_stream
 
     _preset(preset)
     _pool_name(pool)
@@ -210,7 +210,7 @@ def bench_waits_cmd(
     from rich.console import Console
     from rich.table import Table
 
-    from mgmatch.app.replay import bench_waits, generate_stream, parse_arrival, read_stream, validate
+    from mgmatch.lab.replay import bench_waits, generate_stream, parse_arrival, read_stream, validate
 
     _tick(tick_s)
     cfg = _config(config)

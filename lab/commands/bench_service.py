@@ -29,8 +29,8 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from mgmatch.app import loadgen
 from mgmatch.app.cli import bench_app, emit, fail, seed_option
+from mgmatch.lab import loadgen
 
 
 def _free_port() -> int:

@@ -41,7 +41,7 @@ def game_queue_cmd(
     from rich.console import Console
     from rich.table import Table
 
-    from mgmatch.pipeline.bench_game_queue import run
+    from mgmatch.lab.bench_game_queue import run
 
     ns = _sizes(sizes)
     if k < 1:

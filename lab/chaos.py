@@ -300,7 +300,7 @@ class RedisServer:
 
 
 class ClusterRedis:
-    """A Redis Cluster (:class:`~mgmatch.app.localcluster.LocalCluster`: 3 masters, a replica each) in
+    """A Redis Cluster (:class:`~mgmatch.lab.localcluster.LocalCluster`: 3 masters, a replica each) in
     place of :class:`RedisServer`; its Redis event is a failover of the master serving ``key``'s slot
     (the pool's), graceful or by SIGKILL (the killed node is started again as a replica)."""
 
@@ -827,7 +827,7 @@ def run_chaos(plan: ChaosPlan, say: Callable[[str], None] | None = None) -> dict
     workdir = Path(tempfile.mkdtemp(prefix="mgmatch-chaos-"))
     prefix = f"chaos{uuid.uuid4().hex[:8]}"
     if plan.cluster:
-        from .keys import Keys
+        from mgmatch.app.keys import Keys
 
         redis: RedisServer | ClusterRedis = ClusterRedis(workdir, plan.appendfsync, plan.failover,
                                                          Keys(prefix).queue(plan.pool))

@@ -1,7 +1,7 @@
 """What a chaos run checks in the tickets it read back: double booking, match consistency, waits.
 
 Pure functions over ticket views (the JSON of ``GET /v1/tickets/{id}``), shared by ``mgmatch bench
-chaos`` and its test (:mod:`mgmatch.app.chaos` runs the processes and collects the views).
+chaos`` and its test (:mod:`mgmatch.lab.chaos` runs the processes and collects the views).
 
 A match is consistent when every ticket that reports it reports the same teams, each ticket's
 players sit in the team it names, and the match has the pool's team sizes. A player is double

@@ -186,7 +186,7 @@ def run_once(solver: Solver, problem: Problem, method: str, index: int, time_lim
 def problems_for(preset: str, count: int, seed: int, pool_size: tuple[int, int] | None = None) -> list[Problem]:
     """``count`` seeded problems: the preset's own instances, or with ``pool_size`` (lo, hi) pools of
     lo–hi candidates (drawn per pool from the seed) in the preset's world, one match each, built as
-    ``mgmatch bench batch`` builds its pools (:func:`mgmatch.pipeline.bench_batch.pool_instance`)."""
+    ``mgmatch bench batch`` builds its pools (:func:`mgmatch.lab.bench_batch.pool_instance`)."""
     from mgmatch.core.presets import generate_instances, resolve_model
 
     if pool_size is None:

@@ -10,7 +10,7 @@ import pytest
 
 from mgmatch.core.presets import load_model
 from mgmatch.core.problem import Problem
-from mgmatch.pipeline.bench_batch import pool_instance, run
+from mgmatch.lab.bench_batch import pool_instance, run
 
 RULE_KINDS = {"roles", "skill_balance", "max_ping", "party_together"}
 

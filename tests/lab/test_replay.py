@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from mgmatch.app.config import parse_config
-from mgmatch.app.replay import (
+from mgmatch.core.errors import InvalidInput
+from mgmatch.lab.replay import (
     STREAM_FORMAT,
     generate_stream,
     parse_arrival,
@@ -20,7 +21,6 @@ from mgmatch.app.replay import (
     summarize,
     write_stream,
 )
-from mgmatch.core.errors import InvalidInput
 
 
 def run(*args) -> subprocess.CompletedProcess:

@@ -1,7 +1,7 @@
 """Benchmark of EOMM's real-time pairing: milliseconds per pool, stage by stage.
 
 For each of ``pools`` seeded pools of ``pool`` players drawn from the synthetic world of
-:mod:`mgmatch.pipeline.sim_eomm`: churn prediction and Eq. 7 weights (``weights``), the assignment
+:mod:`mgmatch.lab.sim_eomm`: churn prediction and Eq. 7 weights (``weights``), the assignment
 relaxation and its duals (``duals``), the pruning and the blossom on the reduced costs
 (``blossom``), and their sum (``total``: what pairing the pool costs). With ``dense`` the same
 pools are also paired by rustworkx's blossom on the whole graph with the raw weights (no pruning,

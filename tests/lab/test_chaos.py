@@ -1,6 +1,6 @@
 """The production topology under fire: API, matchmaker and 2 solvers as processes, a real redis-server
 with an fsync-always AOF, ≥ 2,000 tickets over HTTP, solvers and the matchmaker SIGKILLed, Redis
-SIGKILLed and restarted, then FLUSHALL. The run is :func:`mgmatch.app.chaos.run_chaos`, the same
+SIGKILLed and restarted, then FLUSHALL. The run is :func:`mgmatch.lab.chaos.run_chaos`, the same
 code as ``mgmatch bench chaos``; it starts its own redis-server (no shared Redis needed)."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from chaos_helpers import REDIS_SERVER, describe  # noqa: E402
 
-from mgmatch.app.chaos import ChaosPlan, backfill_schedule, make_backfills, make_tickets, run_chaos, schedule  # noqa: E402
-from mgmatch.app.chaos_checks import check_backfills, check_matches  # noqa: E402
 from mgmatch.core.presets import load_model  # noqa: E402
+from mgmatch.lab.chaos import ChaosPlan, backfill_schedule, make_backfills, make_tickets, run_chaos, schedule  # noqa: E402
+from mgmatch.lab.chaos_checks import check_backfills, check_matches  # noqa: E402
 
 
 def _view(tid: str, players: list[str], mid: str, teams: list[list[str]], team: int) -> dict:
@@ -95,8 +95,8 @@ def test_transport_errors_are_counted_by_kind_and_timed_into_the_run():
     report's ``transport_error_window_s``), so a failure can be set against the chaos events."""
     import time
 
-    from mgmatch.app import loadgen
-    from mgmatch.app.chaos import ChaosRun
+    from mgmatch.lab import loadgen
+    from mgmatch.lab.chaos import ChaosRun
 
     run = ChaosRun(ChaosPlan(), [], "http://127.0.0.1:9", None, None, lambda _: None)
     run.t0 = time.time() - 5.0
@@ -118,7 +118,7 @@ def test_the_load_client_reopens_a_keep_alive_connection_the_server_closed_while
 
     import uvicorn
 
-    from mgmatch.app import loadgen
+    from mgmatch.lab import loadgen
 
     async def app(scope, receive, send):
         if scope["type"] != "http":
@@ -250,7 +250,7 @@ def test_bench_chaos_interrupted_stops_every_process_it_started_and_removes_its_
     import socket
     import subprocess
 
-    cmd = [sys.executable, "-c", "from mgmatch.app.cli import main; main()", "bench", "chaos", "--tickets", "400",
+    cmd = [sys.executable, "-c", "from mgmatch.cli import main; main()", "bench", "chaos", "--tickets", "400",
            "--rate", "40", "-v"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:

@@ -1,7 +1,7 @@
 """``mgmatch bench backfill``: how fast open backfills are filled from a queue, tick by tick.
 
 Queues ``tickets`` solo tickets and opens ``backfills`` backfills (running matches missing one or
-two players, :func:`mgmatch.app.chaos.make_backfills`) in a built-in pool, then runs that pool's
+two players, :func:`mgmatch.lab.chaos.make_backfills`) in a built-in pool, then runs that pool's
 matchmaker tick by tick (in this process, the pool's configured solver) until no backfill is open
 or a tick fills nothing. Reports the ticks each backfill took (1 = filled by the first tick after
 it was opened with fitting tickets waiting), the wall time of one backfill's solve and of a tick,
@@ -59,11 +59,11 @@ class BackfillBenchResult:
 def run_backfill_bench(pool: str, store: str, tickets: int, backfills: int, seed: int,
                        redis_url: str | None = None) -> BackfillBenchResult:
     """Run it (see the module doc). InvalidInput names a bad argument."""
-    from .matchmaker import Matchmaker
-    from .runtime import Runtime
-    from .service import BackfillIn, prepare_backfill
-    from .settings import Settings
-    from .store import StoreUnavailable, Ticket, new_ticket_id
+    from mgmatch.app.matchmaker import Matchmaker
+    from mgmatch.app.runtime import Runtime
+    from mgmatch.app.service import BackfillIn, prepare_backfill
+    from mgmatch.app.settings import Settings
+    from mgmatch.app.store import StoreUnavailable, Ticket, new_ticket_id
 
     if store not in ("memory", "redis"):
         raise InvalidInput("store", f"expected memory or redis, got {store!r}")
@@ -147,8 +147,9 @@ class _TimedFills:
 
 def _check(rt, ticket_ids: list[str], backfill_ids: list[str]) -> tuple[int, int]:
     """(players in two places, new matches) over the final ticket and backfill views."""
+    from mgmatch.app.service import backfill_out, ticket_out
+
     from .chaos_checks import check_backfills, check_matches
-    from .service import backfill_out, ticket_out
 
     pool = rt.store.get(ticket_ids[0]).pool
     views = []

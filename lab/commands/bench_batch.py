@@ -35,7 +35,7 @@ def batch_cmd(
     from rich.table import Table
 
     from mgmatch.core.presets import get_preset
-    from mgmatch.pipeline.bench_batch import MAX_CANDIDATES, run
+    from mgmatch.lab.bench_batch import MAX_CANDIDATES, run
     from mgmatch.solvers.base import method_info
 
     p = get_preset(preset, "--preset")

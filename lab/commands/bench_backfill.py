@@ -24,9 +24,9 @@ def bench_backfill_cmd(
     = "redis://127.0.0.1:6379/0",
     json_file: Annotated[Path | None, typer.Option("--json", help="Write the JSON results here.")] = None,
 ) -> None:
-    from mgmatch.app.backfill_bench import run_backfill_bench
     from mgmatch.app.store import StoreUnavailable
     from mgmatch.core.errors import InvalidInput
+    from mgmatch.lab.backfill_bench import run_backfill_bench
 
     if json_file is not None and not json_file.parent.is_dir():
         fail(f"--json: no directory {json_file.parent}")

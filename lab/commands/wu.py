@@ -20,7 +20,7 @@ def wu_cmd(
     policy: Annotated[str, typer.Option(help="greedy or patient.")] = "greedy",
     seed: Annotated[int, seed_option(help="Seed.")] = 0,
 ) -> None:
-    from mgmatch.pipeline.sim_wu import MAX_PERIODS, POLICIES, simulate
+    from mgmatch.lab.sim_wu import MAX_PERIODS, POLICIES, simulate
 
     if policy not in POLICIES:
         fail(f"--policy: expected one of {', '.join(POLICIES)}, got {policy!r}")

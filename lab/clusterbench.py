@@ -29,10 +29,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from mgmatch.app.store import MatchResult, RedisStore, Ticket, new_ticket_id
+from mgmatch.app.store.redis import _SOURCES, cluster_node_url
 from mgmatch.core.errors import InvalidInput
-
-from .store import MatchResult, RedisStore, Ticket, new_ticket_id
-from .store.redis import _SOURCES, cluster_node_url
 
 
 @dataclass

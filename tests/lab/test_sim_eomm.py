@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from mgmatch.pipeline.sim_eomm import METHODS, fit_churn_model, make_world, simulate, true_churn
+from mgmatch.lab.sim_eomm import METHODS, fit_churn_model, make_world, simulate, true_churn
 from mgmatch.solvers.eomm import DEFAULT_CHURN
 
 
@@ -34,7 +34,7 @@ def test_table2_ordering_for_fixed_seed():
 
 
 def test_cli_validates_and_writes_json(tmp_path):
-    from mgmatch.app.cli import main
+    from mgmatch.cli import main
 
     with pytest.raises(SystemExit) as err:
         main(["simulate", "eomm", "--pool", "7"])
@@ -50,8 +50,8 @@ def test_cli_validates_and_writes_json(tmp_path):
 
 
 def test_bench_eomm_times_every_stage_and_agrees_with_the_whole_graph_blossom(tmp_path):
-    from mgmatch.app.cli import main
-    from mgmatch.pipeline.bench_eomm import STAGES, run
+    from mgmatch.cli import main
+    from mgmatch.lab.bench_eomm import STAGES, run
 
     res = run(pool=40, pools=3, seed=2, dense=True, world_size=2000)
     assert set(STAGES) | {"dense_blossom"} == set(res["ms"])

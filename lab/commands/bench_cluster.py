@@ -1,4 +1,4 @@
-"""``mgmatch bench cluster``: what one pool costs its Redis Cluster master (see :mod:`mgmatch.app.clusterbench`)."""
+"""``mgmatch bench cluster``: what one pool costs its Redis Cluster master (see :mod:`mgmatch.lab.clusterbench`)."""
 
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ def bench_cluster_cmd(
     json_file: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Progress on stderr.")] = False,
 ) -> None:
-    from mgmatch.app.clusterbench import ClusterBenchPlan, dumps, markdown, run_cluster_bench, unreachable
-    from mgmatch.app.localcluster import ClusterStartError
     from mgmatch.app.store import StoreUnavailable
     from mgmatch.core.errors import InvalidInput
+    from mgmatch.lab.clusterbench import ClusterBenchPlan, dumps, markdown, run_cluster_bench, unreachable
+    from mgmatch.lab.localcluster import ClusterStartError
 
     plan = ClusterBenchPlan(tickets=tickets, pools=pools, batch=batch, match_size=match_size, url=redis_url,
                             appendfsync=appendfsync)

@@ -31,7 +31,7 @@ def eomm_cmd(
     from rich.console import Console
     from rich.table import Table
 
-    from mgmatch.pipeline.sim_eomm import METHODS, PAPER_POOLS, WORLD_SIZE, simulate
+    from mgmatch.lab.sim_eomm import METHODS, PAPER_POOLS, WORLD_SIZE, simulate
 
     pools = list(pool) if pool else list(PAPER_POOLS)
     for p in pools:
@@ -88,7 +88,7 @@ def bench_eomm_cmd(
     from rich.console import Console
     from rich.table import Table
 
-    from mgmatch.pipeline.bench_eomm import run
+    from mgmatch.lab.bench_eomm import run
 
     if pool < 18 or pool % 2:
         fail(f"--pool must be even and ≥ 18, got {pool}")

@@ -27,7 +27,7 @@ def exact_cmd(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log every solve on stderr.")] = False,
 ) -> None:
     from mgmatch.core.presets import get_preset
-    from mgmatch.pipeline.bench_exact import run_exact_bench
+    from mgmatch.lab.bench_exact import run_exact_bench
 
     get_preset(preset)
     names = [m.strip() for m in methods.split(",") if m.strip()]

@@ -1,0 +1,1 @@
+"""The lab's CLI command modules; each registers itself on the groups of mgmatch.app.cli."""
