@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install run test lint install-smoke bench-exact clean grpc
+.PHONY: install run test lint install-smoke bench-exact clean grpc docs
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,13 +28,19 @@ install-smoke: install
 	./scripts/ensure-redis.sh
 	PYTHON=$(PYTHON) BUILD_PYTHON=$(BIN)/python ./scripts/install-smoke.sh
 
-test: install lint
+# The docs site: the generated reference and benchmark tables, then a strict build into site/.
+docs: install
+	$(BIN)/python scripts/gen_docs.py
+	$(BIN)/mkdocs build --strict
+
+test: install lint docs
 	./scripts/ensure-redis.sh
+	./scripts/ensure-chromium.sh
 	$(BIN)/python -m pytest
 	PYTHON=$(PYTHON) BUILD_PYTHON=$(BIN)/python ./scripts/install-smoke.sh
 
 clean:
-	rm -rf $(VENV) .venv-smoke .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-smoke .pytest_cache .ruff_cache .hypothesis site docs/_generated
 
 # Regenerate the gRPC modules from app/rpc/matchmaker.proto (needs the dev extra: grpcio-tools).
 grpc: install

@@ -32,6 +32,7 @@ import anyio.to_thread
 from fastapi import FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -226,9 +227,14 @@ def _why_not_json(request: Request, exc: RequestValidationError) -> ValueError |
     return None
 
 
+#: where the service serves Swagger UI's and ReDoc's scripts and styles (from the fastapi-offline package)
+DOCS_ASSETS = "/docs-assets"
+
+
 def create_app(rt: Runtime) -> FastAPI:
-    app = FastAPI(title="mgmatch", version="0.1.0",
-                  description="Real-time matchmaking that maximizes predicted engagement under hard rules.")
+    # /docs (Swagger UI) and /redoc load their scripts and styles from the package (DOCS_ASSETS), not a CDN
+    app = FastAPIOffline(title="mgmatch", version="0.1.0", static_url=DOCS_ASSETS,
+                         description="Real-time matchmaking that maximizes predicted engagement under hard rules.")
     app.state.runtime = rt
 
     @app.exception_handler(RequestValidationError)
