@@ -222,7 +222,7 @@ def grpc_page(proto_path: Path) -> str:
         out.append(f"## {kind} `{name}`\n\n")
         if comment:
             out.append(comment + "\n\n")
-        lines = [(d, c) for d, c in _proto_lines(body) if d and not d.startswith(("option", "}", "reserved"))]
+        lines = [(d, c) for d, c in _proto_lines(body) if d and not d.startswith(("option ", "}", "reserved "))]
         if kind == "service":
             rows = []
             for decl, note in lines:
