@@ -3,10 +3,10 @@
 
 For each ``<dir>/<world>/<budget>ms/quality-*.json`` under the run's folder: the first method's gap minus
 the second's, in points, over the pools both answered, with its standard error, and how many pools the
-two answered identically, the first did better and the first did worse. The README's budgets tables
-quote it ("MGMatch − `surrogate`, paired").
+two answered identically, the first did better and the first did worse. The budgets benchmark page
+(docs/benchmarks/budgets.md) cites it for the rows where two methods differ by a few hundredths of a point.
 
-Usage: ``python scripts/paired-budgets.py results/budgets-1128f [--methods mgmatch,surrogate]``.
+Usage: ``python scripts/paired-budgets.py results/budgets [--methods mgmatch,surrogate]``.
 """
 
 from __future__ import annotations
