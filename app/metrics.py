@@ -2,7 +2,8 @@
 
 Stage latencies, match counts, solver outcomes and objective/gap carry ``pool``, ``method`` and
 ``arm`` labels (the A/B arm, ``-`` outside an experiment); /v1/solve reports under pool ``solve``.
-The names below are the documented contract (README "Metrics" and the Grafana dashboard).
+The names below are the documented contract (docs/reference/metrics.md, generated from this registry, and the
+Grafana dashboard).
 """
 
 from __future__ import annotations

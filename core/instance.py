@@ -83,7 +83,7 @@ class PreviousMatch(BaseModel):
 
 
 class PlayerExtras(BaseModel):
-    """The optional player fields beyond the spec's that solvers read (README: additions).
+    """The optional player fields beyond the spec's that solvers read (docs/spec/index.md: the additions).
 
     Checked here, where the instance is read, so that a solver never meets a value it cannot use;
     the values stay in ``Player.model_extra`` as given. Other extra fields pass unchecked.

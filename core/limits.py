@@ -1,4 +1,4 @@
-"""Documented bounds on input, shared by the CLI, HTTP and gRPC (README "Input limits").
+"""Documented bounds on input, shared by the CLI, HTTP and gRPC (docs/reference/errors.md, "Input limits").
 
 Every value here is part of the contract with clients: input beyond a bound is refused with the
 field's path (HTTP 422, or 400 for ``body``; CLI exit 2), never clipped. The bounds leave the spec
