@@ -22,6 +22,8 @@ import json
 import os
 import re
 import sys
+import types
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -247,11 +249,26 @@ def grpc_page(proto_path: Path) -> str:
 
 # --------------------------------------------------------------------------- config (pydantic)
 
+def _type_name(tp: Any) -> str:
+    """A readable type: ``int | None``, ``list[str]``, ``'memory' | 'redis'``; validators and constraints left out
+    (the limits column shows the constraints)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in args)
+    if origin is typing.Literal:
+        return " | ".join(repr(a) for a in args)
+    if origin is not None:
+        name = getattr(origin, "__name__", str(origin))
+        return f"{name}[{', '.join(_type_name(a) for a in args)}]" if args else name
+    if tp is type(None):
+        return "None"
+    return getattr(tp, "__name__", str(tp))
+
+
 def _annotation(field: Any) -> str:
-    text = str(field.annotation)
-    text = re.sub(r"<class '([\w.]+)'>", r"\1", text)
-    text = re.sub(r"\b(?:typing|pathlib|mgmatch\.[\w.]+)\.", "", text)
-    return text.replace("NoneType", "None")
+    return _type_name(field.annotation)
 
 
 def _default(field: Any) -> str:
@@ -472,12 +489,37 @@ def waits_snippet() -> str:
             continue
         s, e, q = d["setup"], d["estimate"], d["queue_drain_baseline"]
         parties = f", parties ≤ {s.get('max_party')} ({s.get('party_share'):g})" if s.get("party_share") else ""
-        rows.append([f"`{path.name}`", f"{s['pool']}, {s['arrivals']}, {s['rate']:g}/s{parties}", e["n"],
+        # a recorded stream (--tickets) sets its own arrivals; the rate and arrival flags then say nothing
+        stream = (f"{s['pool']}, the stream of `--tickets`, config `{Path(s['config']).name}`" if s.get("tickets_file")
+                  else f"{s['pool']}, {s['arrivals']}, {s['rate']:g}/s{parties}")
+        rows.append([f"`{path.name}`", stream, e["n"],
                      _pct(e["median_rel_error"], 1), _pct(e["within_30pct"], 1), f"{e['mean_abs_error_s']:.2f} s",
                      _pct(q["median_rel_error"], 1)])
     return (GENERATED_NOTE.format(src="results/waits/*.json")
             + _table(["result", "pool, arrivals, rate", "tickets scored", "median relative error",
                       "within 30%", "mean abs. error", "baseline (queue drain): median rel. error"], rows))
+
+
+def replay_snippet() -> str:
+    """The A/B replay example: each config's matches, waits, engagement and top unmatched reason."""
+    d = json.loads((RESULTS / "waits" / "replay-example.json").read_text())
+    runs = d["results"]
+
+    def top_reason(r: dict) -> str:
+        reasons = r.get("unmatched_reasons") or []
+        return f"{reasons[0]['reason']} ({reasons[0]['players']} players)" if reasons else "–"
+
+    rows = [
+        ["matches formed", *(r["matches"] for r in runs)],
+        ["players matched", *(r["players_matched"] for r in runs)],
+        ["players left unmatched (tickets expired)", *(f"{r['players_unmatched']} ({r['tickets_expired']})" for r in runs)],
+        ["engagement mean (the pool's model)", *(f"{r['engagement_mean']:.3f}" for r in runs)],
+        ["wait p50 / p99 (s)", *(f"{r['wait_p50_s']:.0f} / {r['wait_p99_s']:.0f}" for r in runs)],
+        ["skill gap between teams, mean", *(f"{r['skill_gap_mean']:.1f}" for r in runs)],
+        ["top unmatched reason", *(top_reason(r) for r in runs)],
+    ]
+    header = [f"{runs[0]['tickets']} tickets", *(f"`{Path(r['config']).name}`" for r in runs)]
+    return GENERATED_NOTE.format(src="results/waits/replay-example.json") + _table(header, rows)
 
 
 def eomm_snippets() -> dict[str, str]:
@@ -529,6 +571,7 @@ def benchmark_snippets() -> dict[str, str]:
         out[f"budgets-{world}.md"] = budgets_snippet("budgets", world, title)
     out["batch.md"] = batch_snippet()
     out["waits.md"] = waits_snippet()
+    out["replay.md"] = replay_snippet()
     out.update(eomm_snippets())
     out["exact-deep.md"] = exact_deep_snippet()
     return out
