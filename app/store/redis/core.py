@@ -31,13 +31,13 @@ log = logging.getLogger("mgmatch.store")
 
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
-# Blocking reads wait BLOCK_MS (1 s) and a predictor reply at most inference._MAX_REPLY_WAIT_S; the socket
-# timeout stays above both. A broken connection is retried a few times, briefly (well under a
-# second in all), so a Redis restart costs the callers in flight a short wait rather than an error.
 # An async call (the API's ticket calls) gives up after this, retries included, and is StoreUnavailable:
 # the request answers 503 with Retry-After at once rather than after the socket timeout and redis-py's
 # retries (tens of seconds, past a game server's HTTP timeout) when a connection hangs in a failover.
 CALL_TIMEOUT_S = 3.0
+# Blocking reads wait BLOCK_MS (1 s) and a predictor reply at most inference._MAX_REPLY_WAIT_S; the socket
+# timeout stays above both. A broken connection is retried a few times, briefly (well under a
+# second in all), so a Redis restart costs the callers in flight a short wait rather than an error.
 _RETRIES = 3
 _CLIENT_OPTIONS: dict[str, Any] = {"decode_responses": True, "socket_timeout": 10, "socket_connect_timeout": 2,
                                    "health_check_interval": 5}
