@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install run test lint install-smoke bench-exact clean grpc docs
+.PHONY: install run test check lint install-smoke bench-exact clean grpc docs
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,10 +33,17 @@ docs: install
 	$(BIN)/python scripts/gen_docs.py
 	$(BIN)/mkdocs build --strict
 
+# The fast tier for the edit loop: lint, then the tests that start no server or subprocess and need no Redis
+# (tests/conftest.py marks the others `service`, and fails a fast-tier test that starts one).
+check: install lint
+	MGMATCH_TEST_TIER=fast $(BIN)/python -m pytest -m "not service and not slow" -n 2
+
+# The whole suite, side by side: the CPU-bound budget tests one after another on one worker (group cpu),
+# the service tests, which mostly wait on servers and subprocesses, spread over the others.
 test: install lint docs
 	./scripts/ensure-redis.sh
 	./scripts/ensure-chromium.sh
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 3 --dist loadgroup
 	PYTHON=$(PYTHON) BUILD_PYTHON=$(BIN)/python ./scripts/install-smoke.sh
 
 clean:

@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
 from pngcheck import near, pixels, read_png  # noqa: E402
 from svc_helpers import LiveServer  # noqa: E402
 
-#: builds the site and drives a browser: tens of seconds
-pytestmark = pytest.mark.slow
+#: builds the site, serves it and the service, drives a browser: tens of seconds. Under pytest-xdist the tests
+#: share one worker (group docs-site), so the site is built once and Chromium runs one page at a time.
+pytestmark = [pytest.mark.slow, pytest.mark.service, pytest.mark.xdist_group("docs-site")]
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -61,8 +62,9 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 def site(tmp_path_factory) -> Path:
     """The docs site as ``make docs`` builds it (generated pages, then a strict build)."""
     out = tmp_path_factory.mktemp("site")
-    subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)], cwd=ROOT,
-                   check=True, capture_output=True, timeout=300)
+    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, f"mkdocs build --strict failed:\n{built.stderr[-3000:]}"
     return out
 
 
