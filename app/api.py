@@ -274,11 +274,11 @@ def create_app(rt: Runtime) -> FastAPI:
         app.add_exception_handler(kind, _known)
     app.add_exception_handler(Conflict, _conflict)
 
-    @app.get("/healthz", tags=["ops"])
+    @app.get("/healthz", tags=["ops"], summary="Liveness: the process is up.")
     async def healthz():
         return {"status": "ok", "uptime_s": round(time.time() - rt.started_at, 1)}
 
-    @app.get("/readyz", tags=["ops"], responses={503: {"description": "Not ready (store unreachable, workers down)."}})
+    @app.get("/readyz", tags=["ops"], summary="Readiness: the store answers and the workers run.", responses={503: {"description": "Not ready (store unreachable, workers down)."}})
     async def readyz():
         # the ping runs on the probe's own thread: neither anyio's pool nor the solve pool can delay it
         try:
@@ -290,7 +290,7 @@ def create_app(rt: Runtime) -> FastAPI:
         return JSONResponse({"ready": ok, "checks": checks}, status_code=200 if ok else 503,
                             headers=None if ok else {"Retry-After": str(rt.settings.retry_after_s)})
 
-    @app.get("/metrics", tags=["ops"], response_class=Response, responses={200: {
+    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics.", response_class=Response, responses={200: {
         "description": "Prometheus text exposition format.",
         "content": {"text/plain": {"schema": {"type": "string"}}}}})
     async def prom():
