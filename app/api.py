@@ -409,6 +409,20 @@ def create_app(rt: Runtime) -> FastAPI:
             return _answer(err, rt, conflict_code="ALREADY_EXISTS", conflict_field="result")
         return JSONResponse(out, status_code=202)
 
+    @app.get("/v1/experiments/{name}", tags=["experiments"], responses=_errors(404, *_V1_ERRORS),
+             summary="An A/B experiment's report: per arm matches, results, mean engagement, lift over the control "
+                     "(always-valid confidence sequence and p-value) and the sample-ratio check.")
+    async def experiment_report(name: str, control: str | None = None, alpha: float = 0.05, horizon: int = 10_000):
+        from . import abreport
+
+        try:
+            out = await anyio.to_thread.run_sync(
+                lambda: abreport.report_from_store(rt.store, rt.config, name, control=control, alpha=alpha,
+                                                   horizon=horizon))
+        except abreport.UnknownExperiment as err:
+            raise NotFound("name", err.message) from None
+        return JSONResponse(out)
+
     return app
 
 
