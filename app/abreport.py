@@ -93,11 +93,15 @@ def _finite(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
-def _check_options(alpha: float, horizon: int) -> None:
+def _check_options(alpha: float, horizon: int | None) -> int:
+    """The horizon to use (the default for None); InvalidInput for an α or a horizon out of range."""
+    if horizon is None:
+        horizon = abstats.DEFAULT_HORIZON
     if not (isinstance(alpha, int | float) and 0 < alpha < 1):
         raise InvalidInput("alpha", f"must be in (0, 1), got {alpha}")
     if not (isinstance(horizon, int) and 1 <= horizon <= 10**9):
         raise InvalidInput("horizon", f"must be an integer in 1 … 10^9, got {horizon}")
+    return horizon
 
 
 # --------------------------------------------------------------------------- gathering
@@ -169,9 +173,9 @@ def gather_log(path: str | Path, exp: ExperimentConfig | None) -> tuple[list[Arm
 
 def build_report(name: str, arms: list[ArmData], *, source: str, pools: list[str] | None = None,
                  key: str | None = None, control: str | None = None, alpha: float = 0.05,
-                 horizon: int = abstats.DEFAULT_HORIZON, ignored: dict[str, int] | None = None) -> dict[str, Any]:
+                 horizon: int | None = None, ignored: dict[str, int] | None = None) -> dict[str, Any]:
     """The report document (the JSON of ``ab report --json`` and ``GET /v1/experiments/{name}``)."""
-    _check_options(alpha, horizon)
+    horizon = _check_options(alpha, horizon)
     if not arms:
         raise InvalidInput("arm", f"experiment {name!r}: no match names an arm")
     ctl_name = choose_control([a.name for a in arms], control)
@@ -209,7 +213,7 @@ def build_report(name: str, arms: list[ArmData], *, source: str, pools: list[str
 
 
 def report_from_store(store: Store, config: ServiceConfig, name: str, *, control: str | None = None,
-                      alpha: float = 0.05, horizon: int = abstats.DEFAULT_HORIZON) -> dict[str, Any]:
+                      alpha: float = 0.05, horizon: int | None = None) -> dict[str, Any]:
     """The report of experiment ``name`` of ``config`` from the match records in ``store``.
 
     Raises:
@@ -226,7 +230,7 @@ def report_from_store(store: Store, config: ServiceConfig, name: str, *, control
 
 def report_from_log(path: str | Path, config: ServiceConfig | None = None, name: str | None = None, *,
                     control: str | None = None, alpha: float = 0.05,
-                    horizon: int = abstats.DEFAULT_HORIZON) -> dict[str, Any]:
+                    horizon: int | None = None) -> dict[str, Any]:
     """The report from a match log. With ``config``, experiment ``name`` (or its only experiment) gives the arms
     and their weights; without, the log's arms (no sample-ratio check: no weights)."""
     _check_options(alpha, horizon)

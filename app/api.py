@@ -412,7 +412,7 @@ def create_app(rt: Runtime) -> FastAPI:
     @app.get("/v1/experiments/{name}", tags=["experiments"], responses=_errors(404, *_V1_ERRORS),
              summary="An A/B experiment's report: per arm matches, results, mean engagement, lift over the control "
                      "(always-valid confidence sequence and p-value) and the sample-ratio check.")
-    async def experiment_report(name: str, control: str | None = None, alpha: float = 0.05, horizon: int = 10_000):
+    async def experiment_report(name: str, control: str | None = None, alpha: float = 0.05, horizon: int | None = None):
         from . import abreport
 
         try:
@@ -421,6 +421,8 @@ def create_app(rt: Runtime) -> FastAPI:
                                                    horizon=horizon))
         except abreport.UnknownExperiment as err:
             raise NotFound("name", err.message) from None
+        except InvalidInput as err:  # a query parameter, named as FastAPI names them (query.alpha)
+            raise InvalidInput(f"query.{err.field}", err.message) from None
         return JSONResponse(out)
 
     return app

@@ -53,6 +53,8 @@ def render(report: dict[str, Any]) -> None:
         table.add_row(a["name"], _num(a["weight"]), str(a["matches"]), str(a["results"]),
                       _num(a["engagement_mean"]), _interval(a["engagement_ci95"]), *lift_cells)
     console = Console(soft_wrap=True)
+    if not console.is_terminal:  # a file or a pipe: whole rows, not wrapped at 80 columns
+        console = Console(soft_wrap=True, width=200)
     console.print(table)
     srm = report["srm"]
     if srm is None:
@@ -93,8 +95,9 @@ def report_cmd(
                                                      "the first).")] = None,
     alpha: Annotated[float, typer.Option(help="Error rate of the lift's confidence sequence and test (0 < α < 1).")
                      ] = 0.05,
-    horizon: Annotated[int, typer.Option(help="Results (both arms) at which the confidence sequence is tightest; "
-                                              "valid at every other size too.")] = 10_000,
+    horizon: Annotated[int | None, typer.Option(help="Results (both arms) at which the confidence sequence is "
+                                                     "tightest; valid at every other size too (default 1000).")
+                       ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     from pydantic import ValidationError
@@ -106,7 +109,7 @@ def report_cmd(
 
     if not (math.isfinite(alpha) and 0 < alpha < 1):
         fail(f"--alpha must be in (0, 1), got {alpha:g}")
-    if not 1 <= horizon <= 10**9:
+    if horizon is not None and not 1 <= horizon <= 10**9:
         fail(f"--horizon must be in 1 … 10^9, got {horizon}")
     reports: list[dict[str, Any]] = []
     try:
