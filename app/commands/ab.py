@@ -24,6 +24,8 @@ def _interval(ci: list[float] | None) -> str:
 
 
 def _p(p: float) -> str:
+    if p == 0.0:  # below the smallest float: the evidence is overwhelming
+        return "< 1e-300"
     return f"{p:.2e}" if p < 1e-3 else f"{p:.3f}"
 
 
