@@ -57,7 +57,7 @@ def test_wu_pipeline_refuses_too_many_periods():
 def test_wu_chunked_draws_match_one_draw(monkeypatch):
     import numpy as np
 
-    from mgmatch.pipeline import sim_wu
+    from mgmatch.lab import sim_wu
 
     whole = sim_wu.simulate(2, 0.3, 1.5, 5000, "patient", 3)
     monkeypatch.setattr(sim_wu, "_CHUNK", 7)
