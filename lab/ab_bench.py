@@ -28,6 +28,7 @@ from mgmatch.app.results import export_matchlog
 from mgmatch.app.runtime import Runtime
 from mgmatch.core.engagement import EngagementModel
 from mgmatch.core.errors import InvalidInput
+from mgmatch.pipeline import abstats
 
 from .replay import STREAM_FORMAT, Arrival, SimTicket, simulate
 
@@ -61,6 +62,34 @@ def true_engagement(truth: EngagementModel, teams: list[list[dict[str, Any]]]) -
     return float(truth.evaluate(truth.embed(feats), team_of))
 
 
+def every_look(stream: list[tuple[float, str, float, float]], control: str, arm: str, alpha: float
+               ) -> dict[str, Any] | None:
+    """The report read after every result of ``arm`` or ``control`` (in the order the matches formed): the first
+    look (counted in matches of the two arms) at which the lift was significant at ``alpha`` and at 0.01, and
+    the looks at which the confidence sequence missed the lift measured with the truth over the matches so far
+    (the average lift up to that look, what the sequence covers) or over the whole run."""
+    rows = [(a == arm, y, e) for _, a, y, e in stream if a in (control, arm)]
+    if not rows:
+        return None
+    treat = np.array([r[0] for r in rows])
+    y = np.array([r[1] for r in rows])
+    e = np.array([r[2] for r in rows])
+    est, p, half, _ = abstats.sequential_p_values(y[~treat], y[treat], treat, alpha)
+    kc, kt = np.cumsum(~treat), np.cumsum(treat)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        running = np.cumsum(np.where(treat, e, 0.0)) / kt - np.cumsum(np.where(~treat, e, 0.0)) / kc
+    ok = ~np.isnan(est)
+
+    def first(mask: np.ndarray) -> int | None:
+        hits = np.flatnonzero(ok & mask)
+        return int(hits[0]) + 1 if hits.size else None
+
+    with np.errstate(invalid="ignore"):
+        return {"looks": int(ok.sum()), "first_significant_at": first(p < alpha), "first_p_below_0_01_at": first(p < 0.01),
+                "cs_missed_running_true_lift": int((np.abs(est - running) > half)[ok].sum()),
+                "cs_missed_final_true_lift": int((np.abs(est - running[-1]) > half)[ok].sum())}
+
+
 def run(config: ServiceConfig, arrivals: list[Arrival], truth: EngagementModel, *, experiment: str | None = None,
         noise: float = 0.0, seed: int = 0, alpha: float = 0.05, tick_s: float = 0.05,
         log: Path | None = None) -> dict[str, Any]:
@@ -86,6 +115,7 @@ def run(config: ServiceConfig, arrivals: list[Arrival], truth: EngagementModel, 
     rng = np.random.default_rng(seed)
     arms = [a.name for a in exp.arms]
     true_by_arm: dict[str, list[float]] = {a: [] for a in arms}
+    stream: list[tuple[float, str, float, float]] = []  # (time, arm, observed, truth) of every match
     for pool in pools:
         for rec in rt.store.iter_matches(pool):
             if rec.arm not in true_by_arm:
@@ -94,6 +124,8 @@ def run(config: ServiceConfig, arrivals: list[Arrival], truth: EngagementModel, 
             true_by_arm[rec.arm].append(e)
             observed = e + (float(rng.normal(0.0, noise)) if noise > 0 else 0.0)
             service.post_result(rt, rec.match_id, service.ResultIn(engagement=observed), None)
+            stream.append((rec.time, rec.arm, observed, e))
+    stream.sort(key=lambda x: x[0])
     report = report_from_store(rt.store, rt.config, experiment, alpha=alpha)
     if log is not None:
         export_matchlog(rt.store, pools, log)
@@ -107,6 +139,7 @@ def run(config: ServiceConfig, arrivals: list[Arrival], truth: EngagementModel, 
                      else None)
         arms_out.append({"name": a["name"], "matches": a["matches"], "true_engagement_mean": true_mean[a["name"]],
                          "true_lift": true_lift,
-                         "ci_covers_true_lift": None if true_lift is None else lift["ci"][0] <= true_lift <= lift["ci"][1]})
+                         "ci_covers_true_lift": None if true_lift is None else lift["ci"][0] <= true_lift <= lift["ci"][1],
+                         "looks": None if a["control"] else every_look(stream, control, a["name"], alpha)})
     return {"experiment": experiment, "pools": pools, "noise": noise, "seed": seed, "tickets": len(arrivals),
             "matches": len(sim.matches), "replay_wall_s": replay_s, "truth": arms_out, "report": report}

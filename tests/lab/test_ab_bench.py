@@ -70,6 +70,10 @@ def test_bench_ab_posts_truth_results_and_reads_the_report(tmp_path, capsys):
     assert all(a["results"] == a["matches"] for a in report["arms"])  # every match answered
     truth = {t["name"]: t for t in doc["truth"]}
     assert truth["control"]["true_lift"] is None and isinstance(truth["other"]["true_lift"], float)
+    looks = truth["other"]["looks"]
+    assert 0 < looks["looks"] <= doc["matches"] - 19  # from 10 results in each arm on, one look per result
+    # the sequence covers the lift measured with the truth over the matches so far (all but by chance)
+    assert looks["cs_missed_running_true_lift"] <= 0.05 * looks["looks"]
     # the log carries the arms: the report read from it is the report read from the store
     lines = [json.loads(x) for x in log.read_text().splitlines()]
     assert len(lines) == doc["matches"] and {x["arm"] for x in lines} == {"control", "other"}
