@@ -15,7 +15,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 from svc_helpers import LiveServer, client, free_port, service_config  # noqa: E402
 
-from mgmatch.app.abreport import UnknownExperiment, report_from_log, report_from_store  # noqa: E402
+from mgmatch.app.abreport import OutcomeCache, UnknownExperiment, report_from_log, report_from_store  # noqa: E402
 from mgmatch.app.config import load_config  # noqa: E402
 from mgmatch.app.store import MatchRecord, MatchResult, MemoryStore, RedisStore, Ticket, new_ticket_id  # noqa: E402
 from mgmatch.cli import main  # noqa: E402
@@ -88,6 +88,33 @@ def test_report_from_the_store(tmp_path):
     swapped = report_from_store(store, cfg, "skill-vs-mgmatch", control="mgmatch")
     assert _arms(swapped)["skill"]["lift"]["estimate"] == pytest.approx(-lift["estimate"])
     json.dumps(r, allow_nan=False)
+
+
+def test_the_serving_cache_reads_a_record_with_a_result_once(tmp_path, monkeypatch):
+    cfg = load_config(ab_config(tmp_path))
+    store = MemoryStore(match_max_count=60)
+    rng = np.random.default_rng(8)
+    fill(store, rng, {"skill": (25, 1.0), "mgmatch": (25, 1.2)}, without_result=5)
+    cache = OutcomeCache()
+    first = report_from_store(store, cfg, "skill-vs-mgmatch", cache=cache)
+    assert first == report_from_store(store, cfg, "skill-vs-mgmatch")
+    reads: list[int] = []
+    real = store.get_matches
+    monkeypatch.setattr(store, "get_matches", lambda pool, ids: reads.append(len(ids)) or real(pool, ids))
+    # a result posted since the last report is counted; only the 10 records without a result are read again
+    pending = [mid for mid, _ in store.match_index("small", float("-inf"), 100)
+               if store.get_match("small", mid).result is None]
+    store.put_match_result("small", pending[0], {"engagement": 1.0})
+    again = report_from_store(store, cfg, "skill-vs-mgmatch", cache=cache)
+    assert sum(reads) == 10 and again["results"] == first["results"] + 1
+    # records the store drops (it keeps 60 per pool here) leave the report and the cache
+    reads.clear()
+    fill(store, rng, {"mgmatch": (30, 1.2)}, start=100)
+    later = report_from_store(store, cfg, "skill-vs-mgmatch", cache=cache)
+    kept_pending = sum(store.get_match("small", mid).result is None for mid, _ in
+                       store.match_index("small", float("-inf"), 100))
+    assert kept_pending == 5 and sum(reads) == 30 + kept_pending  # the new records, the old ones still without result
+    assert later["matches"] == 60 and later == report_from_store(store, cfg, "skill-vs-mgmatch")
 
 
 def test_sample_ratio_mismatch_is_flagged(tmp_path):
