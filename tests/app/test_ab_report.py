@@ -270,6 +270,7 @@ def _runtime(tmp_path, store: str, redis=None, **settings):
     return Runtime.build(Settings(config=ab_config(tmp_path), embedded_workers=False, **extra, **settings))
 
 
+@pytest.mark.service
 @pytest.mark.parametrize("kind", ["memory", pytest.param("redis", marks=pytest.mark.redis)])
 def test_http_route_on_a_live_server(tmp_path, kind, request):
     from mgmatch.app.api import build_asgi
