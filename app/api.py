@@ -9,6 +9,9 @@
   matchmaker; ``GET``/``DELETE /v1/backfills/{id}`` (owned like tickets).
 - ``POST /v1/matches/{match_id}/result`` — the game server reports a finished match's engagement
   (and optionally each player's) → 202; kept with the match's record for ``mgmatch export-log``.
+- ``GET /v1/experiments/{name}`` — an A/B experiment's report: per arm matches, results, mean engagement, the
+  lift over the control with an always-valid confidence sequence and p-value, the sample-ratio check
+  (:mod:`mgmatch.app.abreport`; the same document as ``mgmatch ab report --json``).
 - ``GET /healthz`` (process up), ``/readyz`` (store answers a ping within ``MGMATCH_READYZ_TIMEOUT_S``,
   workers running), ``/metrics``.
 
