@@ -299,3 +299,42 @@ def test_http_route_on_a_live_server(tmp_path, kind, request):
             assert r.status_code == 200 and r.json()["control"] == "mgmatch" and r.json()["alpha"] == 0.01
     finally:
         rt.stop()
+
+
+@pytest.mark.service
+@pytest.mark.parametrize("kind", ["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def test_end_to_end_the_matchmaker_records_arms_and_the_route_reads_them(tmp_path, kind, request):
+    """Tickets through the API → the embedded matchmaker forms matches within each arm → results posted →
+    the report counts every match in the arm its players were given."""
+    from mgmatch.app.ab import Experiment
+    from mgmatch.app.api import build_asgi
+    from svc_helpers import poll
+
+    rt = _runtime(tmp_path, kind, request.getfixturevalue("redis_url") if kind == "redis" else None)
+    rt.start_embedded(tick_s=0.02)
+    exp = Experiment(rt.config.experiments[0])
+    rng = np.random.default_rng(9)
+    players = [{"id": f"e{i}", "features": [round(float(v), 3) for v in rng.uniform(-1, 1, 4)]} for i in range(48)]
+    try:
+        with LiveServer(build_asgi(rt)) as srv, client(srv.url) as c:
+            r = c.post("/v1/tickets/batch", json={"tickets": [{"pool": "small", "players": [p]} for p in players]})
+            ids = [t["id"] for t in r.json()["tickets"]]
+            arm_of = {p["id"]: exp.arm_for(p["id"]).name for p in players}
+            counts = {a: sum(1 for v in arm_of.values() if v == a) for a in ("skill", "mgmatch")}
+
+            def done():  # every full match's worth of each arm matched (leftovers of fewer than 6 wait)
+                views = [c.get(f"/v1/tickets/{t}").json() for t in ids]
+                matched = [v for v in views if v["status"] == "matched"]
+                return matched if len(matched) == sum(6 * (n // 6) for n in counts.values()) else None
+
+            views = poll(done, timeout=120, every=0.5)
+            matches = {v["match"]["match_id"]: v["match"] for v in views}
+            for mid, m in matches.items():
+                assert {arm_of[p] for team in m["teams"] for p in team} == {m["arm"]}  # arms never mix
+                assert c.post(f"/v1/matches/{mid}/result", json={"engagement": 1.0}).status_code == 202
+            body = c.get("/v1/experiments/skill-vs-mgmatch").json()
+            for a in body["arms"]:
+                n = sum(1 for m in matches.values() if m["arm"] == a["name"])
+                assert a["matches"] == a["results"] == n == counts[a["name"]] // 6
+    finally:
+        rt.stop()
