@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
-from svc_helpers import LiveServer, client, free_port, service_config  # noqa: E402
+from svc_helpers import LiveServer, client, free_port, poll, service_config  # noqa: E402
 
 from mgmatch.app.abreport import OutcomeCache, UnknownExperiment, report_from_log, report_from_store  # noqa: E402
 from mgmatch.app.config import load_config  # noqa: E402
@@ -308,7 +308,6 @@ def test_end_to_end_the_matchmaker_records_arms_and_the_route_reads_them(tmp_pat
     the report counts every match in the arm its players were given."""
     from mgmatch.app.ab import Experiment
     from mgmatch.app.api import build_asgi
-    from svc_helpers import poll
 
     rt = _runtime(tmp_path, kind, request.getfixturevalue("redis_url") if kind == "redis" else None)
     rt.start_embedded(tick_s=0.02)
