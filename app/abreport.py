@@ -168,8 +168,8 @@ class OutcomeCache:
 
 def gather_store(store: Store, config: ServiceConfig, name: str, cache: OutcomeCache | None = None
                  ) -> tuple[ExperimentConfig, list[str], list[ArmData], dict[str, int]]:
-    """Every match record of the experiment's pools, counted into its arms (records of another arm, from an
-    earlier config, are counted under ``other_arms``)."""
+    """Every match record of the experiment's pools, counted into its arms (records of no arm or of an arm the
+    config no longer has, formed before the experiment or under an earlier config, count under ``other_arms``)."""
     exp = experiment_config(config, name)
     pools = experiment_pools(config, exp)
     arms = {a.name: ArmData(a.name, float(a.weight)) for a in exp.arms}
