@@ -24,6 +24,11 @@ a nonnegative (super)martingale under lift δ; by Ville's inequality P(∃N: Λ_
 Validity is asymptotic in N (the variance is estimated, the data need not be Gaussian); the simulations in
 ``tests/pipeline/test_abstats.py`` check the coverage from :data:`MIN_RESULTS` results per arm on.
 
+The formulas are written here rather than taken from a package: ``confseq`` (Howard et al.'s reference
+implementation) ships no wheel for this Python and builds against Boost, and ``savvi`` pulls cvxpy and
+matplotlib into the service image for a per-observation regression loop; the two closed forms above are a few
+lines of numpy, tested against the published formulas and in simulation.
+
 **Sample-ratio mismatch** (SRM; Fabijan et al. (2019), "Diagnosing Sample Ratio Mismatch in Online
 Controlled Experiments", KDD): a χ² goodness-of-fit test of the matches per arm against the configured
 weights; flagged below :data:`SRM_P_THRESHOLD`. A mismatch means the arms did not get the traffic the
