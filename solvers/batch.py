@@ -52,7 +52,7 @@ import numpy as np
 from pyscipopt import Model
 
 from mgmatch.core.compiler import parties
-from mgmatch.core.engagement import engagement_gradient
+from mgmatch.core.engagement import engagement_gradient, head_gradient
 from mgmatch.core.errors import InvalidInput
 from mgmatch.core.instance import Instance
 from mgmatch.core.problem import Problem
@@ -242,22 +242,6 @@ def solve_sequential(problem: Problem, matches: int, budget: Budget, method: str
 # --------------------------------------------------------------------------- joint: scores and seed
 
 
-def _head_gradient(problem: Problem, t: np.ndarray) -> np.ndarray:
-    """∂head/∂(concatenated team embeddings) at ``t`` [D·E]."""
-    layers = problem.model.head_weights
-    acts, h = [], t
-    for k, (w, b) in enumerate(layers):
-        a = w @ h + b
-        acts.append(a)
-        h = np.maximum(a, 0.0) if k < len(layers) - 1 else a
-    g = np.ones(1)
-    for k in range(len(layers) - 1, -1, -1):
-        if k < len(layers) - 1:
-            g = g * (acts[k] > 0)
-        g = layers[k][0].T @ g
-    return g
-
-
 def skill_order(instance: Instance) -> np.ndarray:
     """Players by decreasing skill (players without a skill last, in index order)."""
     s = instance.skills()
@@ -280,7 +264,7 @@ def match_scores(problem: Problem, M: int) -> np.ndarray:
     for b in range(M):
         block = order[b * S:(b + 1) * S]
         mean = emb[block].mean(0)
-        g = _head_gradient(problem, np.concatenate([mean * inst.sizes[j] for j in range(D)]))
+        g = head_gradient(problem.model, np.concatenate([mean * inst.sizes[j] for j in range(D)]))
         grads.append(emb @ g.reshape(D, E).T)
         c = np.zeros(N)
         bs = s[block][np.isfinite(s[block])]
