@@ -97,8 +97,9 @@ from mgmatch.core.problem import Problem
 from mgmatch.core.rules import IncludeRule, PartyTogetherRule, RoleMinRule, RolesRule
 from mgmatch.core.solution import Solution
 
-from .base import Budget, register
 from .enumerate import best_assignment
+from .gradient import GradientPredictor
+from .interface import Budget, register
 from .mip import (
     ENGAGEMENT_BUILDS,
     ENGAGEMENT_FREES,
@@ -499,8 +500,6 @@ class MGMatchSolver:
         `mgmatch solve` of a 12v12-deep pool at 10 ms answered nothing without them: it ran the
         surrogate stage to measure it). Only for ``problem`` itself: a warm-up pool of another
         shape would misstate them."""
-        from .surrogate import GradientPredictor
-
         twin = Problem(problem.instance, problem.model, model_name=problem.model_name)
         key = str(getattr(self.predictor, "version", None))
         if not isinstance(self.predictor, GradientPredictor) and key not in _PREDICT_WARM:
@@ -554,8 +553,6 @@ class MGMatchSolver:
         example at 50 ms ran at 1.42% instead of 0.45% when that call kept the process on the
         gradient), and every :data:`PREDICT_FORGET_EVERY`-th solve that skips the predictor as too
         slow forgets its oldest measurement but the last, so a busy moment does not keep it off."""
-        from .surrogate import GradientPredictor
-
         trained = not isinstance(self.predictor, GradientPredictor)
         key = str(getattr(self.predictor, "version", None))
         gate = getattr(self.predictor, "gate", None) if trained else None
