@@ -2,8 +2,12 @@
 
 One concept per module:
 
-- :mod:`~mgmatch.solvers.mgmatch.pipeline`: :class:`MGMatchSolver`, the paths a solve takes and the
-  stages of the pipeline, and the ``mgmatch`` and ``bgcn`` methods;
+- :mod:`~mgmatch.solvers.mgmatch.solver`: :class:`MGMatchSolver`, the path a solve takes (enumerate,
+  warm-started SCIP or the pipeline), the prediction and the warm-up, and the ``mgmatch`` and ``bgcn``
+  methods;
+- :mod:`~mgmatch.solvers.mgmatch.pipeline`: the pipeline path, one method per step (plan the search,
+  repair first, surrogate MIP, polish, tabu search, search of the engagement MIP);
+- :mod:`~mgmatch.solvers.mgmatch.local`: the local searches on the true objective every path uses;
 - :mod:`~mgmatch.solvers.mgmatch.history`: the cost model, :class:`SolveHistory`, what earlier solves
   measured (stage times, paces, search and repair records), handed to the solver;
 - :mod:`~mgmatch.solvers.mgmatch.tuning`: how the budget is divided between the stages, with reasons;
@@ -17,7 +21,6 @@ Which path a solve takes (enumerate, warm-started SCIP, or the pipeline) is chos
 from __future__ import annotations
 
 from .history import SolveHistory, default_history, tabu_pace_s, using
-from .pipeline import MGMatchSolver, bgcn_solver, mgmatch_solver
 from .prediction import (
     Predictor,
     near_players,
@@ -27,6 +30,7 @@ from .prediction import (
     round_prediction,
     rounding,
 )
+from .solver import MGMatchSolver, bgcn_solver, mgmatch_solver
 from .tuning import DEFAULT_TIME_LIMIT_MS, EMPTY_HANDOVER
 
 __all__ = [

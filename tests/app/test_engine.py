@@ -77,7 +77,7 @@ def pipeline_policy(monkeypatch):
     (the small example pool would otherwise be enumerated without asking the predictor)."""
     import dataclasses
 
-    import mgmatch.solvers.mgmatch.pipeline as mg
+    import mgmatch.solvers.mgmatch.solver as mg
     from mgmatch.solvers import policy
 
     def as_large_pool(problem, left_s, forced="auto"):

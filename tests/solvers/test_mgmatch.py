@@ -443,7 +443,7 @@ def test_a_searched_engagement_mip_is_freed_inside_the_budget_and_its_free_measu
 
 
 def test_the_measured_teardown_is_kept_back_from_the_budget_and_counted_in_time_ms(monkeypatch, small3v3, history):
-    import mgmatch.solvers.mgmatch.pipeline as mg
+    import mgmatch.solvers.mgmatch.solver as mg
     from mgmatch.solvers.mip import BuildClock
 
     pr, t_opt, _ = small3v3[0]

@@ -22,7 +22,7 @@ from mgmatch.solvers import policy
 from mgmatch.solvers.base import Budget, get_solver
 from mgmatch.solvers.exact import ScipSolver
 from mgmatch.solvers.mgmatch import history as hist
-from mgmatch.solvers.mgmatch import pipeline as mg
+from mgmatch.solvers.mgmatch import solver as mg
 from mgmatch.solvers.mip import BuildClock, BuildInterrupted, MipModel
 from mgmatch.solvers.surrogate import GradientPredictor
 

@@ -234,7 +234,7 @@ def test_an_enumeration_with_nothing_feasible_at_the_handover_leaves_the_time_to
     """A partial enumeration that has found nothing by its handover stops there (``empty_handover``),
     and the pipeline finds the answer: pools whose few feasible assignments come late in the
     enumeration order went unanswered at 10–20 ms (3v3: 5 of 100 pools at 10 ms, 3 at 20 ms)."""
-    import mgmatch.solvers.mgmatch.pipeline as mg
+    import mgmatch.solvers.mgmatch.solver as mg
     from mgmatch.solvers.enumerate import best_assignment
 
     pr, = problems("3v3", 1, seed=21)

@@ -12,6 +12,7 @@ from mgmatch.core.problem import Problem
 from mgmatch.core.solution import team_of_from_teams
 from mgmatch.solvers.base import Budget, get_solver
 from mgmatch.solvers.mgmatch import MGMatchSolver
+from mgmatch.solvers.mgmatch import local as local_mod
 from mgmatch.solvers.polish import polish
 from mgmatch.solvers.tabu import tabu_search
 
@@ -372,7 +373,6 @@ def test_a_tabu_pace_is_taken_from_short_runs_only_while_there_is_none(monkeypat
     """Repair first needs the model's tabu pace. Runs of fewer than 4 iterations overstate it and
     are not recorded, except while there is none: a model whose tabu search only ever got one
     iteration (12v12-deep at 20 ms) had no pace, and repair first was never tried there."""
-    import mgmatch.solvers.mgmatch.pipeline as mg
     from mgmatch.solvers.mgmatch import history as hist
     from mgmatch.solvers.tabu import TabuResult
 
@@ -383,7 +383,7 @@ def test_a_tabu_pace_is_taken_from_short_runs_only_while_there_is_none(monkeypat
     def fake(problem, s, deadline, **kw):
         return TabuResult(s, problem.objective(s), next(runs), False, 0, 0.001)
 
-    monkeypatch.setattr(mg, "tabu_search", fake)
+    monkeypatch.setattr(local_mod, "tabu_search", fake)
     solver = MGMatchSolver(FixedPredictor(start), policy="pipeline")
     model = hist.model_key(pr)
     solver._tabu_run(pr, start, time.perf_counter() + 1.0, 0.0, {})  # 1 iteration, no pace yet: kept
@@ -401,14 +401,14 @@ def test_repairs_that_fail_give_the_time_to_the_surrogate_mip_then_stop_being_tr
     pr = problems("12v12", 1, seed=6)[0]
     bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))
     key = _repair_setup(monkeypatch, pr, 150, pace_s=0.01)
-    real = mg.tabu_search
+    real = local_mod.tabu_search
 
     def never_repairs(problem, start, deadline, **kw):
         if kw.get("feasible_by") is not None:
             return TabuResult(None, None, 1, False, 0, 0.001)
         return real(problem, start, deadline, **kw)
 
-    monkeypatch.setattr(mg, "tabu_search", never_repairs)
+    monkeypatch.setattr(local_mod, "tabu_search", never_repairs)
     monkeypatch.setattr(mg, "REPAIR_RETRY_EVERY", 3)
     monkeypatch.setattr(mg, "REPAIR_MAX_ITERATIONS", 10**9)  # the fallback's tabu runs measure a faster pace
     tried = []
@@ -432,7 +432,7 @@ def test_a_retry_that_repairs_starts_the_record_afresh(monkeypatch, history):
     pr = problems("12v12", 1, seed=6)[0]
     bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))
     key = _repair_setup(monkeypatch, pr, 150, pace_s=0.01)
-    real = mg.tabu_search
+    real = local_mod.tabu_search
     failing = [True]
 
     def sometimes_repairs(problem, start, deadline, **kw):
@@ -440,7 +440,7 @@ def test_a_retry_that_repairs_starts_the_record_afresh(monkeypatch, history):
             return TabuResult(None, None, 1, False, 0, 0.001)
         return real(problem, start, deadline, **kw)
 
-    monkeypatch.setattr(mg, "tabu_search", sometimes_repairs)
+    monkeypatch.setattr(local_mod, "tabu_search", sometimes_repairs)
     monkeypatch.setattr(mg, "REPAIR_RETRY_EVERY", 2)
     monkeypatch.setattr(mg, "REPAIR_MAX_ITERATIONS", 10**9)
     solve = lambda: MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))  # noqa: E731
@@ -546,20 +546,20 @@ def test_where_the_surrogate_stage_leaves_the_search_no_time_repair_first_runs_w
     history.search_builds = {}
     history.surrogate_times = {key: [0.14]}  # the stage takes 140 of the 150 ms
     seen = []
-    real = mg.tabu_search
+    real = local_mod.tabu_search
 
     def spy(problem, start, deadline, **kw):
         seen.append(kw.get("feasible_by"))
         return real(problem, start, deadline, **kw)
 
-    monkeypatch.setattr(mg, "tabu_search", spy)
+    monkeypatch.setattr(local_mod, "tabu_search", spy)
     history.repairs[(*key, "fixed")] = [False] * mg.REPAIR_KEEP  # recent repairs all failed
     sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
     assert sol.stats["search_skipped"] == "no_time" and sol.stats["repair_first"] == "repaired"
     assert "surrogate_ms" not in sol.stats and sol.has_assignment and seen == [None]
     # a stage that leaves the search time: the pipeline, as before
     history.surrogate_times = {key: [0.005]}
-    monkeypatch.setattr(mg, "tabu_search", lambda problem, start, deadline, **kw: TabuResult(
+    monkeypatch.setattr(local_mod, "tabu_search", lambda problem, start, deadline, **kw: TabuResult(
         start, problem.objective(start), 1, False, 0, 0.001) if pr.checker.feasible(start[None])[0] else
         TabuResult(None, None, 1, False, 0, 0.001))
     sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
@@ -626,7 +626,6 @@ def test_a_last_repair_resumes_where_a_failed_repair_first_walk_stopped(monkeypa
     cannot start): the last repair walks on from where the first walk stood, not from the rounding
     again (a 12v12 pool of 96 candidates needs 20 iterations; at 10 ms the first walk gave up after
     16 and the last one, starting over, had time for a few)."""
-    import mgmatch.solvers.mgmatch.pipeline as mg
     import mgmatch.solvers.mip as mip_mod
     from mgmatch.solvers.mip import BuildClock
     from mgmatch.solvers.tabu import TabuResult
@@ -638,7 +637,7 @@ def test_a_last_repair_resumes_where_a_failed_repair_first_walk_stopped(monkeypa
     slow.record(5.0, BuildClock.size(pr.compiled))  # reading the surrogate MIP would take 5 s
     monkeypatch.setattr(mip_mod, "SCIP_READS", slow)
     walked = random_start(pr, 7)  # where the first walk "stopped"
-    real = mg.tabu_search
+    real = local_mod.tabu_search
     starts = []
 
     def gives_up_first(problem, start, deadline, **kw):
@@ -647,7 +646,7 @@ def test_a_last_repair_resumes_where_a_failed_repair_first_walk_stopped(monkeypa
             return TabuResult(None, None, 16, False, 0, 0.001, walked.copy())
         return real(problem, start, deadline, **kw)
 
-    monkeypatch.setattr(mg, "tabu_search", gives_up_first)
+    monkeypatch.setattr(local_mod, "tabu_search", gives_up_first)
     sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
     assert sol.stats["repair_first"] == "failed" and sol.stats["last_repair"] == "repaired"
     assert len(starts) == 2 and (starts[1] == walked).all() and not (starts[0] == walked).all()
