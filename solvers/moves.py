@@ -64,6 +64,7 @@ from mgmatch.core.rules import (
     RoleMaxRule,
     RoleMinRule,
     RolesRule,
+    RuleVisitor,
     SkillBalanceRule,
     SkillSpreadRule,
 )
@@ -478,6 +479,84 @@ class Scored(NamedTuple):
                          # the far players of the nearest ping region [M] (0 when feasible)
 
 
+class _RuleRows(RuleVisitor[None]):
+    """Each rule kind as the move scorer's position rows (through ``new_row``, ``add`` and ``linear`` of
+    :class:`MoveScorer`'s construction), the condition programs of ``if`` rules, and the tightest skill
+    spread; ``party_together`` and ``max_ping`` are scored from the checker's tables instead of rows."""
+
+    def __init__(self, new_row, add, linear, chk, index: dict[str, int], N: int, D: int, sizes: np.ndarray,
+                 skill: np.ndarray) -> None:
+        self.new_row, self.add, self.linear = new_row, add, linear
+        self.chk, self.index, self.N, self.D, self.sizes, self.skill = chk, index, N, D, sizes, skill
+        self.if_row: list[int] = []
+        self.if_ptr = [0]
+        self.ops: list[tuple[int, int, int, bool]] = []
+        self.spread = -1.0
+
+    def visit_linear(self, rule: LinearRule) -> None:
+        self.linear(rule.expr)
+
+    def visit_if(self, rule: IfRule) -> None:
+        f = len(self.if_row)
+        self.if_row.append(self.linear(rule.then, cond=f))
+        MoveScorer._program(rule.when, self.index, self.D, self.ops)
+        self.if_ptr.append(len(self.ops))
+
+    def visit_roles(self, rule: RolesRule) -> None:  # the checker's Hall rows, one per role subset and team
+        can, need, none = self.chk.hall(rule)
+        for s in range(need.size):
+            for j in range(self.D):
+                self.add(np.flatnonzero(can[:, s]), j, self.new_row(float(need[s]) - 0.5, np.inf), 1.0)
+        for j in range(self.D):
+            self.add(np.flatnonzero(none), j, self.new_row(-np.inf, 0.5), 1.0)
+
+    def visit_role_min(self, rule: RoleMinRule) -> None:
+        members = np.flatnonzero(self.chk.accepts(rule.role))
+        for j in range(self.D):
+            self.add(members, j, self.new_row(rule.min - 0.5, np.inf), 1.0)
+
+    def visit_role_max(self, rule: RoleMaxRule) -> None:
+        members = np.flatnonzero(self.chk.accepts(rule.role))
+        for j in range(self.D):
+            self.add(members, j, self.new_row(-np.inf, rule.max + 0.5), 1.0)
+
+    def visit_skill_balance(self, rule: SkillBalanceRule) -> None:
+        bound = rule.max_diff + tolerance(rule.max_diff)
+        for j, m in combinations(range(self.D), 2):
+            r = self.new_row(-bound, bound)
+            self.add(np.arange(self.N), j, r, self.skill / self.sizes[j])
+            self.add(np.arange(self.N), m, r, -self.skill / self.sizes[m])
+
+    def visit_skill_spread(self, rule: SkillSpreadRule) -> None:
+        s = rule.max_spread + tolerance(rule.max_spread)
+        self.spread = s if self.spread < 0 else min(self.spread, s)
+
+    def visit_party_together(self, rule: PartyTogetherRule) -> None:
+        pass  # scored from the checker's party lists
+
+    def visit_avoid(self, rule: AvoidRule) -> None:
+        a_, b_ = (self.index[p] for p in rule.players)
+        if rule.scope == "team":
+            for j in range(self.D):
+                r = self.new_row(-np.inf, 1.5)
+                self.add(a_, j, r, 1.0)
+                self.add(b_, j, r, 1.0)
+        else:
+            r = self.new_row(-np.inf, 1.5)
+            for j in range(self.D):
+                self.add(a_, j, r, 1.0)
+                self.add(b_, j, r, 1.0)
+
+    def visit_max_ping(self, rule: MaxPingRule) -> None:
+        pass  # scored from the checker's ping table
+
+    def visit_include(self, rule: IncludeRule) -> None:
+        for p in rule.players:
+            r = self.new_row(0.5, np.inf)
+            for j in range(self.D):
+                self.add(self.index[p], j, r, 1.0)
+
+
 class MoveScorer:
     """Per problem: the first-layer terms, the rules as position rows and programs; then
     :meth:`score` scores batches of candidate assignments against a current one."""
@@ -553,63 +632,10 @@ class MoveScorer:
         chk = problem.checker  # its role, Hall, skill, ping and party tables (the pipeline builds it anyway)
         skill = np.ascontiguousarray(chk.skill, dtype=np.float64)
         sizes = np.asarray(inst.sizes, dtype=np.int64)
-        if_row: list[int] = []
-        if_ptr = [0]
-        ops: list[tuple[int, int, int, bool]] = []
-        spread = -1.0
+        rows = _RuleRows(new_row, add, linear, chk, index, N, D, sizes, skill)
         for rule in inst.rules:
-            if isinstance(rule, LinearRule):
-                linear(rule.expr)
-            elif isinstance(rule, IfRule):
-                f = len(if_row)
-                if_row.append(linear(rule.then, cond=f))
-                self._program(rule.when, index, D, ops)
-                if_ptr.append(len(ops))
-            elif isinstance(rule, RolesRule):  # the checker's Hall rows, one per role subset and team
-                can, need, none = chk.hall(rule)
-                for s in range(need.size):
-                    for j in range(D):
-                        add(np.flatnonzero(can[:, s]), j, new_row(float(need[s]) - 0.5, np.inf), 1.0)
-                for j in range(D):
-                    add(np.flatnonzero(none), j, new_row(-np.inf, 0.5), 1.0)
-            elif isinstance(rule, (RoleMinRule, RoleMaxRule)):
-                members = np.flatnonzero(chk.accepts(rule.role))
-                for j in range(D):
-                    r = (new_row(rule.min - 0.5, np.inf) if isinstance(rule, RoleMinRule)
-                         else new_row(-np.inf, rule.max + 0.5))
-                    add(members, j, r, 1.0)
-            elif isinstance(rule, SkillBalanceRule):
-                bound = rule.max_diff + tolerance(rule.max_diff)
-                for j, m in combinations(range(D), 2):
-                    r = new_row(-bound, bound)
-                    add(np.arange(N), j, r, skill / sizes[j])
-                    add(np.arange(N), m, r, -skill / sizes[m])
-            elif isinstance(rule, SkillSpreadRule):
-                s = rule.max_spread + tolerance(rule.max_spread)
-                spread = s if spread < 0 else min(spread, s)
-            elif isinstance(rule, PartyTogetherRule):
-                pass  # checked from the party lists below
-            elif isinstance(rule, AvoidRule):
-                a_, b_ = (index[p] for p in rule.players)
-                if rule.scope == "team":
-                    for j in range(D):
-                        r = new_row(-np.inf, 1.5)
-                        add(a_, j, r, 1.0)
-                        add(b_, j, r, 1.0)
-                else:
-                    r = new_row(-np.inf, 1.5)
-                    for j in range(D):
-                        add(a_, j, r, 1.0)
-                        add(b_, j, r, 1.0)
-            elif isinstance(rule, MaxPingRule):
-                pass  # checked from the checker's ping table below
-            elif isinstance(rule, IncludeRule):
-                for p in rule.players:
-                    r = new_row(0.5, np.inf)
-                    for j in range(D):
-                        add(index[p], j, r, 1.0)
-            else:  # pragma: no cover - every rule kind of the spec is handled above
-                raise TypeError(f"no move scoring for {type(rule).__name__}")
+            rows.visit(rule)
+        if_row, if_ptr, ops, spread = rows.if_row, rows.if_ptr, rows.ops, rows.spread
         # CSR by (player, position)
         def flat(parts: list, dtype) -> np.ndarray:
             return np.asarray(parts, dtype=dtype) if parts else np.zeros(0, dtype=dtype)
