@@ -20,7 +20,7 @@ import numpy as np
 from mgmatch.app.resolve import make_solver
 from mgmatch.lab.bench_quality import problems_for
 from mgmatch.solvers.base import Budget, get_solver
-from mgmatch.solvers.mgmatch import pipeline as mg
+from mgmatch.solvers.mgmatch import solver as mg
 
 
 def main() -> None:
