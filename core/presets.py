@@ -38,6 +38,7 @@ from .errors import InvalidInput
 from .instance import Instance, Player, parse_instance
 from .rules import (
     All,
+    AnyOf,
     AvoidRule,
     IfRule,
     IncludeRule,
@@ -388,7 +389,10 @@ def _attempt(p: Preset, rng: np.random.Generator) -> Generated | None:
         for i in range(N))
 
     n_log = int(rng.integers(p.logical[0], p.logical[1] + 1))
-    rules.extend(_logical_rules(p, rng, n_log, ids, team_of, pop, ping, max_ms))
+    if K == 1:
+        rules.extend(_lobby_rules(p, rng, n_log, ids, team_of, pop, ping, max_ms))
+    else:
+        rules.extend(_logical_rules(p, rng, n_log, ids, team_of, pop, ping, max_ms))
 
     obj = {"format": "mgmatch-instance/v1", "teams": D, "team_size": K,
            "players": [pl.to_json() for pl in players], "rules": [r.to_json() for r in rules],
@@ -445,6 +449,51 @@ def _rebalance_many(team_of: np.ndarray, role_of: np.ndarray, rating: np.ndarray
         team_of[ia], team_of[ib] = lo, hi
         sums[hi] -= delta[a, b]
         sums[lo] += delta[a, b]
+
+
+def _lobby_rules(p: Preset, rng: np.random.Generator, n: int, ids: list[str], team_of: np.ndarray,
+                 pop, ping: np.ndarray, max_ms: float) -> list[IfRule]:
+    """``if`` rules of a free-for-all (teams of one), about who is in the lobby, not on which team:
+    "in the lobby" is the condition ``any`` over every team, so that the rules, like the set-form
+    engagement model, do not tell the teams apart. Each is satisfied by the witness."""
+    D, N = p.teams, len(ids)
+    sel = team_of >= 0
+    high_ping = np.flatnonzero(ping.min(1) > 0.6 * max_ms)
+    novices = np.flatnonzero(pop.games < np.quantile(pop.games, 0.3))
+    veterans = np.flatnonzero(pop.games >= np.quantile(pop.games, 0.6))
+
+    def lobby(i: int) -> AnyOf:
+        return AnyOf(tuple(Lit(ids[i], j) for j in range(D)))
+
+    def count(players, sense: str, rhs: float) -> LinearExpr:
+        return LinearExpr(tuple(Term(ids[i], j, 1.0) for i in players for j in range(D)), sense, rhs)
+
+    out: list[IfRule] = []
+    tries = 0
+    while len(out) < n and tries < 40 * n:
+        tries += 1
+        kind = rng.integers(3)
+        if kind == 0:
+            # rivals: when a and b are both in the lobby, their rival c is not
+            a, b, c = (int(v) for v in rng.choice(N, 3, replace=False))
+            if sel[a] and sel[b] and sel[c]:
+                continue
+            out.append(IfRule(All((lobby(a), lobby(b))), count([c], "<=", 0)))
+        elif kind == 1 and len(novices) and len(veterans) >= 2:
+            # a newcomer in the lobby: at least two veterans in it too
+            nv = int(rng.choice(novices))
+            vets = [int(i) for i in veterans if i != nv]
+            if sel[nv] and sel[vets].sum() < 2:
+                continue
+            out.append(IfRule(lobby(nv), count(vets, ">=", 2)))
+        elif kind == 2 and len(high_ping) >= 2:
+            # a high-ping player in the lobby: at most two other high-ping players in it
+            h = int(rng.choice(high_ping))
+            others = [int(i) for i in high_ping if i != h]
+            if sel[h] and sel[others].sum() > 2:
+                continue
+            out.append(IfRule(lobby(h), count(others, "<=", 2)))
+    return out
 
 
 def _logical_rules(p: Preset, rng: np.random.Generator, n: int, ids: list[str], team_of: np.ndarray,
