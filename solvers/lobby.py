@@ -59,6 +59,8 @@ from .base import Budget, register
 
 #: seconds kept for building the Solution after the last step
 RESERVE_S = 0.003
+#: the finish (the checker's verdict on the answer, the Solution's region) costs about this many checker calls
+FINISH_CHECKS = 2.5
 #: most candidate swaps scored per iteration, per kind (members × bench, member × member)
 SAMPLE = 1000
 #: improving candidates (past the cheap filters) handed to the checker per round, and rounds per iteration
@@ -252,6 +254,16 @@ class _Lobby:
                 self.spread = r.max_spread if self.spread is None else min(self.spread, r.max_spread)
         self.has_ping = any(isinstance(r, MaxPingRule) for r in inst.rules)
         self.residual = _Residual(problem)
+        self.index_of = inst.index
+        # avoid pairs: never both selected (match) / never on one team (team)
+        self.avoid_match: dict[int, set[int]] = {}
+        self.avoid_team: dict[int, set[int]] = {}
+        for r in inst.rules:
+            if isinstance(r, AvoidRule):
+                x, y = (inst.index[p] for p in r.players)
+                book = self.avoid_match if r.scope == "match" else self.avoid_team
+                book.setdefault(x, set()).add(y)
+                book.setdefault(y, set()).add(x)
 
     # ------------------------------------------------------------------ admitted players
 
@@ -315,6 +327,12 @@ class _Lobby:
         def deficit(j: int, add: np.ndarray) -> int:
             return sum(max(0, need - int(h[j]) - int(acc[add].sum())) for (acc, need), h in zip(self.role_min, have, strict=True))
 
+        def clashes(members) -> bool:
+            return any(team_of[y] >= 0 for i in members for y in self.avoid_match.get(int(i), ()))
+
+        def shunned(members) -> set[int]:
+            return {int(team_of[y]) for i in members for y in self.avoid_team.get(int(i), ()) if team_of[y] >= 0}
+
         def place(members: np.ndarray, j: int) -> None:
             team_of[members] = j
             free[j] -= len(members)
@@ -326,7 +344,10 @@ class _Lobby:
         # places left still hold its missing roles
         share = rng.uniform(0.3, 1.0)
         for u in inc_groups + other[: int(round(share * len(other)))]:
-            fits = [j for j in np.flatnonzero(free >= len(u)) if deficit(j, u) <= free[j] - len(u)]
+            if not self.include[u].any() and clashes(u):
+                continue
+            away = shunned(u)
+            fits = [j for j in np.flatnonzero(free >= len(u)) if deficit(j, u) <= free[j] - len(u) and j not in away]
             if not fits:
                 if self.include[u].any():
                     return None
@@ -345,20 +366,36 @@ class _Lobby:
             place(np.asarray([i]), int(min(open_, key=lambda j: ssum[j] / max(1, self.sizes[j] - free[j]))))
             used[i] = True
         for (acc, need), h in zip(self.role_min, have, strict=True):
+            fillers = [i for i in order if acc[i]]
             for j in range(D):
                 while h[j] < need and free[j] > 0:
-                    cand = [i for i in order if not used[i] and acc[i]]
+                    fillers = [i for i in fillers if not used[i]]
+                    cand = []
+                    for i in fillers:
+                        if not clashes([i]) and j not in shunned([i]):
+                            cand.append(i)
+                            if len(cand) == 20:
+                                break
                     if not cand:
                         return None
                     target = center * self.sizes[j] - ssum[j] if free[j] == 1 else center
-                    i = min(cand[:50], key=lambda i: abs(self.skill[i] - target))
+                    i = min(cand, key=lambda i: abs(self.skill[i] - target))
                     place(np.asarray([i]), j)
                     used[i] = True
-        rest = [i for i in order if not used[i]][: int(free.sum())]
+        rest: list[int] = []
+        taken = set()
+        for i in order:
+            if len(rest) == free.sum():
+                break
+            if used[i] or any(y in taken for y in self.avoid_match.get(int(i), ())) or clashes([i]):
+                continue
+            rest.append(i)
+            taken.add(int(i))
         if len(rest) < free.sum():
             return None
         for i in sorted(rest, key=lambda i: -self.skill[i]):
-            open_ = np.flatnonzero(free > 0)
+            away = shunned([i])
+            open_ = np.asarray([j for j in np.flatnonzero(free > 0) if j not in away] or np.flatnonzero(free > 0))
             filled = self.sizes - free
             mean = np.where(filled > 0, ssum / np.maximum(filled, 1), center)
             j = open_[np.argmin(mean[open_])] if self.balance is not None else open_[np.argmax(free[open_])]
@@ -366,36 +403,6 @@ class _Lobby:
         if self.balance is not None:
             self._balance(team_of, ok)
         return team_of
-
-    def _roles(self, team_of: np.ndarray, ok: np.ndarray) -> None:
-        """Meet role minimums by swapping solos in from the bench (or from a team with a surplus)."""
-        for acc, need in self.role_min:
-            for j in range(self.D):
-                have = int(acc[team_of == j].sum())
-                while have < need:
-                    out = [i for i in np.flatnonzero(team_of == j) if self.party_of[i] < 0 and not acc[i]
-                           and not self.include[i]]
-                    if not out:
-                        break
-                    cand = np.flatnonzero(ok & acc & (team_of < 0) & (self.party_of < 0))
-                    if len(cand):
-                        o = out[int(np.argmin([abs(self.skill[i] - self.skill[cand].mean()) for i in out]))]
-                        c = cand[int(np.argmin(np.abs(self.skill[cand] - self.skill[o])))]
-                        team_of[c], team_of[o] = j, -1
-                    else:
-                        counts = np.bincount(team_of[(team_of >= 0) & acc], minlength=self.D)
-                        donors = [k for k in range(self.D) if counts[k] > need]
-                        moved = False
-                        for k in donors:
-                            give = [i for i in np.flatnonzero(team_of == k) if acc[i] and self.party_of[i] < 0]
-                            if give:
-                                c, o = give[0], out[0]
-                                team_of[c], team_of[o] = j, k
-                                moved = True
-                                break
-                        if not moved:
-                            break
-                    have = int(acc[team_of == j].sum())
 
     def _balance(self, team_of: np.ndarray, ok: np.ndarray, steps: int = 200) -> None:
         """Narrow the gap of team mean skills below the bound: each step takes the best swap of a solo of
@@ -702,7 +709,12 @@ class _Lobby:
                 return None
             v = self._base_violation(cur, a, b, A, B)
             best_c, best_score = None, base + len(broken) - 1e-9
-            for c in np.argsort(v, kind="stable")[:64]:
+            # moves that touch a player of a broken rule first
+            hot = np.zeros(self.N + 1, dtype=bool)
+            for k in broken:
+                hot[[self.index_of[p] for p in res._players(res.rules[k])]] = True
+            touch = hot[A].any(1) | hot[B].any(1)
+            for c in np.lexsort((~touch, v))[:64]:
                 if v[c] >= best_score:
                     break
                 moved = np.concatenate([A[c][A[c] >= 0], B[c][B[c] >= 0]])
@@ -739,6 +751,7 @@ class LobbySolver:
         start, ok_used = None, None
         masks = lobby.admitted_sets()
         t0 = time.perf_counter()
+        check_s = 0.0  # one checker call: what the finish (the answer's check, its region) costs about twice
         for attempt in range(ATTEMPTS):
             if not masks or time.perf_counter() > end:
                 break
@@ -748,7 +761,9 @@ class LobbySolver:
                 continue
             t1 = time.perf_counter()
             stats["construct_ms"] = round((t1 - t0) * 1e3, 1)
-            if not problem.checker.feasible(built[None])[0]:
+            feasible = problem.checker.feasible(built[None])[0]
+            check_s = max(check_s, time.perf_counter() - t1)
+            if not feasible:
                 built = lobby.repair(built, ok, end)
                 if built is not None and not problem.checker.feasible(built[None])[0]:
                     built = None  # pragma: no cover - the repair's rules are the checker's
@@ -759,7 +774,7 @@ class LobbySolver:
                 break
         if start is None:
             return problem.solution(None, "no_solution", self.name, budget.elapsed_ms(), stats=stats)
-        _, _, info = lobby.climb(start, ok_used, end)
+        _, _, info = lobby.climb(start, ok_used, end - FINISH_CHECKS * check_s)
         stats.update(info)
         # the checker has the last word: the latest best it accepts (the start was accepted)
         best = start
