@@ -732,6 +732,20 @@ class _Lobby:
         return None
 
 
+def supports(problem: Problem) -> bool:
+    """Whether the lobby search handles every rule of ``problem`` (all kinds but ``roles`` slots and
+    ``role_max``, which its construction does not fill)."""
+    return _Residual(problem).supported
+
+
+def lobby_answer(problem: Problem, budget: Budget, method: str, seed: int = 0) -> Solution:
+    """The lobby search's answer under ``method``'s name (MGMatch's policy path ``lobby``)."""
+    sol = LobbySolver(seed=seed).solve(problem, budget)
+    stats = dict((sol.model_extra or {}).get("stats") or {})
+    stats["policy_path"] = "lobby"
+    return sol.model_copy(update={"method": method, "stats": stats})
+
+
 @register("lobby", "Large-lobby search (FFA, battle royale): construct a feasible lobby (host region, "
           "skill window, parties packed, role minimums, squad balance), then climb the engagement with "
           "incremental set-form swap scores", seeded=True)
@@ -747,39 +761,39 @@ class LobbySolver:
         end = (math.inf if deadline is None else deadline) - RESERVE_S
         rng = np.random.default_rng(self.seed)
         lobby = _Lobby(problem, rng)
-        stats: dict = {}
-        start, ok_used = None, None
+        stats: dict = {"restarts": 0}
         masks = lobby.admitted_sets()
-        t0 = time.perf_counter()
         check_s = 0.0  # one checker call: what the finish (the answer's check, its region) costs about twice
-        for attempt in range(ATTEMPTS):
-            if not masks or time.perf_counter() > end:
-                break
+        found: list[tuple[float, np.ndarray]] = []  # (score, assignment) of every climb's bests
+        attempt = 0
+        while masks and attempt < ATTEMPTS * (1 + len(found)) and time.perf_counter() < end - FINISH_CHECKS * check_s:
             ok = masks[attempt % len(masks)]
+            attempt += 1
+            t0 = time.perf_counter()
             built = lobby.construct(ok)
             if built is None:
                 continue
             t1 = time.perf_counter()
-            stats["construct_ms"] = round((t1 - t0) * 1e3, 1)
             feasible = problem.checker.feasible(built[None])[0]
             check_s = max(check_s, time.perf_counter() - t1)
             if not feasible:
                 built = lobby.repair(built, ok, end)
                 if built is not None and not problem.checker.feasible(built[None])[0]:
                     built = None  # pragma: no cover - the repair's rules are the checker's
-                stats["repair_ms"] = round((time.perf_counter() - t1) * 1e3, 1)
-            if built is not None:
-                start, ok_used = built, ok
-                stats["construct_attempts"] = attempt + 1
-                break
-        if start is None:
-            return problem.solution(None, "no_solution", self.name, budget.elapsed_ms(), stats=stats)
-        _, _, info = lobby.climb(start, ok_used, end - FINISH_CHECKS * check_s)
-        stats.update(info)
-        # the checker has the last word: the latest best it accepts (the start was accepted)
-        best = start
-        for cand in reversed(lobby.bests):
+                stats.setdefault("repair_ms", round((time.perf_counter() - t1) * 1e3, 1))
+            if built is None:
+                continue
+            stats.setdefault("construct_ms", round((t1 - t0) * 1e3, 1))
+            stats.setdefault("construct_attempts", attempt)
+            _, _, info = lobby.climb(built, ok, end - FINISH_CHECKS * check_s)
+            found.extend((lobby.ev.value(np.stack([lobby.emb[b == j].sum(0) for j in range(lobby.D)])), b)
+                         for b in lobby.bests)
+            for k, v in info.items():
+                stats[k] = stats.get(k, 0) + v
+            stats["restarts"] += 1
+        stats["restarts"] = max(0, stats["restarts"] - 1)
+        # the checker has the last word: the best it accepts (every climb's start was accepted)
+        for _, cand in sorted(found, key=lambda f: -f[0]):
             if problem.checker.feasible(cand[None])[0]:
-                best = cand
-                break
-        return problem.solution(best, "feasible", self.name, budget.elapsed_ms(), stats=stats)
+                return problem.solution(cand, "feasible", self.name, budget.elapsed_ms(), stats=stats)
+        return problem.solution(None, "no_solution", self.name, budget.elapsed_ms(), stats=stats)

@@ -99,6 +99,7 @@ from mgmatch.core.solution import Solution
 
 from .base import Budget, register
 from .enumerate import best_assignment
+from .lobby import lobby_answer
 from .mip import (
     ENGAGEMENT_BUILDS,
     ENGAGEMENT_FREES,
@@ -120,6 +121,7 @@ from .policy import (
     enumerate_chunk,
     gate_budget_ms,
     gate_verdict,
+    lobby_path,
     record_enumeration,
     use_trained_predictor,
 )
@@ -605,6 +607,8 @@ class MGMatchSolver:
         that freeing its SCIP models takes after the answer (:data:`TEARDOWN`) is kept back from the
         budget, and counts in the answer's ``time_ms``."""
         budget = budget.or_default(self.default_time_limit_ms)
+        if self.policy == "auto" and lobby_path(problem):  # large lobbies: before compiling (policy.lobby_path)
+            return lobby_answer(problem, budget, self.name)
         size = BuildClock.size(problem.compiled)
         keep = 0.0
         if budget.time_limit_ms is not None:
