@@ -159,6 +159,7 @@ class _Residual:
             for pid in self._players(r):
                 touched.setdefault(inst.index[pid], []).append(k)
         self.touched = {i: sorted(set(v)) for i, v in touched.items()}
+        self.checks = [self._compile(r) for r in self.rules]
 
     @staticmethod
     def _players(r) -> set[str]:
@@ -177,32 +178,52 @@ class _Residual:
                     stack.extend(c.args)
         return out
 
-    def _cond(self, c, cur: np.ndarray) -> bool:
+    def _compile_cond(self, c):
+        """A condition as a function of the assignment (flat any/all of literals as one numpy test)."""
         if isinstance(c, Lit):
-            return bool(cur[self.index[c.player]] == c.team)
+            i, t = self.index[c.player], c.team
+            return lambda cur: cur[i] == t
         if isinstance(c, Not):
-            return not self._cond(c.arg, cur)
+            f = self._compile_cond(c.arg)
+            return lambda cur: not f(cur)
+        if all(isinstance(a, Lit) for a in c.args):
+            idx = np.asarray([self.index[a.player] for a in c.args], dtype=np.int64)
+            tm = np.asarray([a.team for a in c.args])
+            if isinstance(c, All):
+                return lambda cur: bool((cur[idx] == tm).all())
+            return lambda cur: bool((cur[idx] == tm).any())
+        fs = [self._compile_cond(a) for a in c.args]
         if isinstance(c, All):
-            return all(self._cond(a, cur) for a in c.args)
-        return any(self._cond(a, cur) for a in c.args)
+            return lambda cur: all(f(cur) for f in fs)
+        return lambda cur: any(f(cur) for f in fs)
 
-    def _expr(self, e: LinearExpr, cur: np.ndarray) -> bool:
-        act = sum(t.coef for t in e.terms if cur[self.index[t.player]] == t.team)
-        tol = tolerance(e.rhs)
-        if e.sense == "<=":
-            return act <= e.rhs + tol
-        if e.sense == ">=":
-            return act >= e.rhs - tol
-        return abs(act - e.rhs) <= tol
+    def _compile_expr(self, e: LinearExpr):
+        idx = np.asarray([self.index[t.player] for t in e.terms], dtype=np.int64)
+        tm = np.asarray([t.team for t in e.terms])
+        coef = np.asarray([t.coef for t in e.terms], dtype=np.float64)
+        rhs, tol, sense = e.rhs, tolerance(e.rhs), e.sense
+
+        def holds(cur: np.ndarray) -> bool:
+            act = float(coef[cur[idx] == tm].sum())
+            if sense == "<=":
+                return act <= rhs + tol
+            if sense == ">=":
+                return act >= rhs - tol
+            return abs(act - rhs) <= tol
+        return holds
+
+    def _compile(self, r):
+        if isinstance(r, AvoidRule):
+            a, b = self.index[r.players[0]], self.index[r.players[1]]
+            match = r.scope == "match"
+            return lambda cur: not (cur[a] >= 0 and cur[b] >= 0 and (match or cur[a] == cur[b]))
+        if isinstance(r, LinearRule):
+            return self._compile_expr(r.expr)
+        cond, then = self._compile_cond(r.when), self._compile_expr(r.then)
+        return lambda cur: not cond(cur) or then(cur)
 
     def rule_holds(self, k: int, cur: np.ndarray) -> bool:
-        r = self.rules[k]
-        if isinstance(r, AvoidRule):
-            a, b = cur[self.index[r.players[0]]], cur[self.index[r.players[1]]]
-            return not (a >= 0 and b >= 0 and (r.scope == "match" or a == b))
-        if isinstance(r, LinearRule):
-            return self._expr(r.expr, cur)
-        return not self._cond(r.when, cur) or self._expr(r.then, cur)
+        return bool(self.checks[k](cur))
 
     def touched_by(self, moved) -> list[int]:
         return sorted({k for i in moved for k in self.touched.get(int(i), ())})

@@ -77,3 +77,15 @@ def test_unsupported_rules_never_give_an_infeasible_answer():
         assert pb.checker.violations(team_of) == []
     else:
         assert sol.status == "no_solution"
+
+
+def test_mgmatch_policy_sends_large_lobbies_to_the_lobby_search():
+    from mgmatch.solvers.policy import LOBBY_MIN_VARIABLES, lobby_path
+
+    big = [Problem(generate_with_witness(p, 1, 9)[0][0], load_model(p)) for p in ("ffa-32", "br-100")]
+    small = [Problem(generate_with_witness(p, 1, 9)[0][0], load_model(p)) for p in ("12v12-deep", "3v3")]
+    assert all(pb.instance.n * pb.instance.teams >= LOBBY_MIN_VARIABLES and lobby_path(pb) for pb in big)
+    assert not any(lobby_path(pb) for pb in small)
+    sol = get_solver("surrogate").solve(big[0], Budget.of(400.0))  # model-free MGMatch
+    assert sol.method == "surrogate" and sol.status == "feasible"
+    assert sol.model_extra["stats"]["policy_path"] == "lobby"
