@@ -112,11 +112,13 @@ class EngagementModel(BaseModel):
         self._hw = [(np.asarray(layer.weight, dtype=np.float64), np.asarray(layer.bias, dtype=np.float64))
                     for layer in self.head_layers]
         if self.team_layers is not None:
-            from .engagement_sets import dense_head, team_weights
+            from .engagement_sets import dense_head, team_weights, transposed
 
             self._tw, self._hl = team_weights(self), self._hw
             self._tw32 = [(w.astype(np.float32), b.astype(np.float32)) for w, b in self._tw]
             self._hl32 = [(w.astype(np.float32), b.astype(np.float32)) for w, b in self._hl]
+            self._twt, self._hlt = transposed(self._tw), transposed(self._hl)
+            self._tw32t, self._hl32t = transposed(self._tw32), transposed(self._hl32)
             self._hw = dense_head(self)
         self._hw32 = [(w.astype(np.float32), b.astype(np.float32)) for w, b in self._hw]
         self._mean = None if self.feature_mean is None else np.asarray(self.feature_mean)

@@ -80,6 +80,12 @@ def dense_head(model: EngagementModel) -> list[tuple[np.ndarray, np.ndarray]]:
     return out + head[1:]
 
 
+def transposed(layers: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Layers as (contiguous weightᵀ, bias): ``h @ wᵀ`` on a transposed float32 view ran ~1 000× slower
+    than on a contiguous copy here (50 ms against 0.03 ms for 3 000 × 16 × 16)."""
+    return [(np.ascontiguousarray(w.T), b) for w, b in layers]
+
+
 def set_head(model: EngagementModel, team_embeddings: np.ndarray, dtype: type = np.float64) -> np.ndarray:
     """Engagement from concatenated team embeddings through the shared team network.
 
@@ -88,14 +94,15 @@ def set_head(model: EngagementModel, team_embeddings: np.ndarray, dtype: type = 
     D, E = model.teams, model.embed_dim
     te = np.asarray(team_embeddings, dtype=dtype)
     h = te.reshape(*te.shape[:-1], D, E)
-    for w, b in model._tw32 if dtype == np.float32 else model._tw:
-        h = np.maximum(h @ w.T + b, 0.0)
+    single = dtype == np.float32
+    for wt, b in model._tw32t if single else model._twt:
+        h = np.maximum(h @ wt + b, 0.0)
     s = h.sum(-2)
     if model.team_pool == "mean":
         s = s / D
-    layers = model._hl32 if dtype == np.float32 else model._hl
-    for k, (w, b) in enumerate(layers):
-        s = s @ w.T + b
+    layers = model._hl32t if single else model._hlt
+    for k, (wt, b) in enumerate(layers):
+        s = s @ wt + b
         if k < len(layers) - 1:
             s = np.maximum(s, 0.0)
     return s[..., 0]

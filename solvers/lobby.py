@@ -37,6 +37,7 @@ import numpy as np
 
 from mgmatch.core.checker import tolerance
 from mgmatch.core.compiler import parties
+from mgmatch.core.engagement import engagement_gradient
 from mgmatch.core.problem import Problem
 from mgmatch.core.rules import (
     All,
@@ -73,6 +74,13 @@ PARTY_DRAWS = 64
 #: iterations without an improving feasible move before a kick
 KICK_AFTER = 2
 KICK_MOVES = 3
+#: the repair weighs a benched included player this many times a broken rule: trading one for two
+#: settled `if` rules is a dead end (nothing brings him back without breaking them again)
+INCLUDE_WEIGHT = 10.0
+#: construction: weight of a player's engagement value against his distance to the skill centre, and
+#: the seeded jitter on both (standard deviations)
+VALUE_WEIGHT = 4.0
+JITTER = 0.5
 #: construction attempts (seeded orders) before giving up
 ATTEMPTS = 6
 EPS = 1e-9
@@ -87,21 +95,23 @@ class _Eval:
         self.D, self.E = problem.instance.teams, m.embed_dim
         self.sets = m.team_layers is not None
         if self.sets:  # float32: the scores only rank moves; the answer's objective is computed exactly
-            self.tw = m._tw32
-            self.hl = m._hl32
+            # weights transposed once into contiguous arrays: `h @ w.T` on a float32 view measured
+            # ~50 ms for 3 000 × 16 × 16 on this numpy, `h @ wt` 0.03 ms
+            self.tw = [(np.ascontiguousarray(w.T), b) for w, b in m._tw32]
+            self.hl = [(np.ascontiguousarray(w.T), b) for w, b in m._hl32]
             self.mean = m.team_pool == "mean"
 
     def phi(self, T: np.ndarray) -> np.ndarray:
         h = T
-        for w, b in self.tw:
-            h = np.maximum(h @ w.T + b, 0.0)
+        for wt, b in self.tw:
+            h = np.maximum(h @ wt + b, 0.0)
         return h
 
     def head_pooled(self, s: np.ndarray) -> np.ndarray:
         if self.mean:
             s = s / self.D
-        for k, (w, b) in enumerate(self.hl):
-            s = s @ w.T + b
+        for k, (wt, b) in enumerate(self.hl):
+            s = s @ wt + b
             if k < len(self.hl) - 1:
                 s = np.maximum(s, 0.0)
         return s[..., 0]
@@ -203,27 +213,44 @@ class _Residual:
         coef = np.asarray([t.coef for t in e.terms], dtype=np.float64)
         rhs, tol, sense = e.rhs, tolerance(e.rhs), e.sense
 
-        def holds(cur: np.ndarray) -> bool:
+        scale = 1.0 + abs(rhs)
+
+        def excess(cur: np.ndarray) -> float:
+            """0 when it holds, else 1 + how far the activity lies outside, relative to 1 + |rhs|."""
             act = float(coef[cur[idx] == tm].sum())
             if sense == "<=":
-                return act <= rhs + tol
-            if sense == ">=":
-                return act >= rhs - tol
-            return abs(act - rhs) <= tol
-        return holds
+                out = act - rhs - tol
+            elif sense == ">=":
+                out = rhs - tol - act
+            else:
+                out = abs(act - rhs) - tol
+            return 0.0 if out <= 0 else 1.0 + out / scale
+        return excess
 
     def _compile(self, r):
+        """A rule as a function of the assignment: how far it is broken (0: it holds)."""
         if isinstance(r, AvoidRule):
             a, b = self.index[r.players[0]], self.index[r.players[1]]
             match = r.scope == "match"
-            return lambda cur: not (cur[a] >= 0 and cur[b] >= 0 and (match or cur[a] == cur[b]))
+            return lambda cur: float(cur[a] >= 0 and cur[b] >= 0 and (match or cur[a] == cur[b]))
         if isinstance(r, LinearRule):
             return self._compile_expr(r.expr)
         cond, then = self._compile_cond(r.when), self._compile_expr(r.then)
-        return lambda cur: not cond(cur) or then(cur)
+        return lambda cur: then(cur) if cond(cur) else 0.0
 
     def rule_holds(self, k: int, cur: np.ndarray) -> bool:
-        return bool(self.checks[k](cur))
+        return self.checks[k](cur) == 0.0
+
+    def excess(self, k: int, cur: np.ndarray) -> float:
+        return self.checks[k](cur)
+
+    def key_players(self, k: int) -> set[str]:
+        """The players whose move alone can settle rule ``k``: an ``if`` rule's condition players, an
+        ``avoid`` pair; for a ``linear`` rule, its terms' players."""
+        r = self.rules[k]
+        if isinstance(r, IfRule):
+            return self._players(IfRule(r.when, LinearExpr((), "<=", 0.0)))
+        return self._players(r)
 
     def touched_by(self, moved) -> list[int]:
         return sorted({k for i in moved for k in self.touched.get(int(i), ())})
@@ -276,6 +303,10 @@ class _Lobby:
         self.has_ping = any(isinstance(r, MaxPingRule) for r in inst.rules)
         self.residual = _Residual(problem)
         self.index_of = inst.index
+        # each player's engagement value: the model's first-order gain of selecting him (the mean over
+        # teams of ∂EnG/∂x_ij at the uniform fractional assignment), standardized
+        g = engagement_gradient(problem.model, self.emb, inst.sizes).mean(1)
+        self.value = (g - g.mean()) / (g.std() or 1.0)
         # avoid pairs: never both selected (match) / never on one team (team)
         self.avoid_match: dict[int, set[int]] = {}
         self.avoid_team: dict[int, set[int]] = {}
@@ -348,8 +379,8 @@ class _Lobby:
         def deficit(j: int, add: np.ndarray) -> int:
             return sum(max(0, need - int(h[j]) - int(acc[add].sum())) for (acc, need), h in zip(self.role_min, have, strict=True))
 
-        def clashes(members) -> bool:
-            return any(team_of[y] >= 0 for i in members for y in self.avoid_match.get(int(i), ()))
+        def clashes(members) -> bool:  # an avoid partner selected, or included (selected for sure)
+            return any(team_of[y] >= 0 or self.include[y] for i in members for y in self.avoid_match.get(int(i), ()))
 
         def shunned(members) -> set[int]:
             return {int(team_of[y]) for i in members for y in self.avoid_team.get(int(i), ()) if team_of[y] >= 0}
@@ -377,8 +408,12 @@ class _Lobby:
             place(u, int(fits[np.lexsort((ssum[fits], -free[fits]))[0]]))
         # solos: included ones, then role fillers, then the rest near the lobby's centre (seeded jitter)
         left = [i for i in solos if team_of[i] < 0]
-        jitter = rng.normal(0, 1, self.N) * (self.balance if self.balance is not None else 200.0)
-        order = sorted(left, key=lambda i: (not self.include[i], abs(self.skill[i] - center + jitter[i])))
+        # the rest by engagement value first (the model's gradient, in standard deviations), nearness to
+        # the lobby's skill centre second (in units of the balance bound), a seeded jitter over both
+        width = self.balance if self.balance is not None else 200.0
+        score = (-VALUE_WEIGHT * self.value + np.abs(self.skill - center) / width
+                 + rng.normal(0, JITTER, self.N))
+        order = sorted(left, key=lambda i: (not self.include[i], score[i]))
         used = np.zeros(self.N, dtype=bool)
         for i in [i for i in order if self.include[i]]:
             open_ = [j for j in np.flatnonzero(free > 0) if deficit(j, np.asarray([i])) <= free[j] - 1]
@@ -428,37 +463,48 @@ class _Lobby:
     def _balance(self, team_of: np.ndarray, ok: np.ndarray, steps: int = 200) -> None:
         """Narrow the gap of team mean skills below the bound: each step takes the best swap of a solo of
         the strongest or the weakest team with another team's solo or an admitted bench solo (role
-        minimums and included players kept)."""
+        minimums and included players kept). Vectorized per step: the gap after a swap is the spread of
+        the two changed means and the extremes of the other teams (the top and bottom three)."""
         solo = self.party_of < 0
-        pad = np.full((1, 1), -1, dtype=np.int64)
+        sizes = self.sizes.astype(float)
+        accs = [(acc, need) for acc, need in self.role_min]
         for _ in range(steps):
             sums = np.bincount(team_of[team_of >= 0], weights=self.skill[team_of >= 0], minlength=self.D)
-            means = sums / self.sizes
-            hi, lo = int(np.argmax(means)), int(np.argmin(means))
+            means = sums / sizes
+            order = np.argsort(means)
+            hi, lo = int(order[-1]), int(order[0])
             gap = means[hi] - means[lo]
             if gap <= 0.9 * self.balance:
                 return
-            ends = np.flatnonzero(((team_of == hi) | (team_of == lo)) & solo & ~self.include)
-            ends = np.concatenate([ends, np.flatnonzero(((team_of == hi) | (team_of == lo)) & solo & self.include)])
-            others = np.flatnonzero(solo & ((team_of >= 0) | ok) & (team_of != hi) & (team_of != lo))
+            at_ends = ((team_of == hi) | (team_of == lo)) & solo
+            ends = np.flatnonzero(at_ends)
+            others = np.flatnonzero(solo & ((team_of >= 0) | ok) & ~at_ends)
             if not len(ends) or not len(others):
                 return
             i = np.repeat(ends, len(others))
             k = np.tile(others, len(ends))
             a, b = team_of[i], team_of[k]
-            keep = ~((b < 0) & self.include[i])
+            keep = ~((b < 0) & self.include[i]) & (a != b)
+            for acc, need in accs:  # neither team may drop below a role minimum it meets now
+                counts = np.bincount(team_of[(team_of >= 0) & acc], minlength=self.D)
+                da = acc[k].astype(int) - acc[i].astype(int)
+                keep &= (counts[a] + da >= np.minimum(need, counts[a]))
+                keep &= (b < 0) | (counts[np.maximum(b, 0)] - da >= np.minimum(need, counts[np.maximum(b, 0)]))
             i, k, a, b = i[keep], k[keep], a[keep], b[keep]
-            roles = self._role_deficit(team_of, a, b, i[:, None], k[:, None])
-            now = float(self._role_deficit(team_of, pad[0], pad[0], pad, pad)[0])
-            # among moves that miss no more role members, the one that narrows the gap most
-            sk = self.skill
-            d = sk[k] - sk[i]
-            M = np.broadcast_to(means, (len(i), self.D)).copy()
-            rows = np.arange(len(i))
-            M[rows, a] += d / self.sizes[a]
-            on = b >= 0
-            M[rows[on], b[on]] -= d[on] / self.sizes[b[on]]
-            new_gap = np.where(roles <= now, M.max(1) - M.min(1), np.inf)
+            if not len(i):
+                return
+            d = self.skill[k] - self.skill[i]
+            new_a = means[a] + d / sizes[a]
+            new_b = np.where(b >= 0, means[np.maximum(b, 0)] - d / sizes[np.maximum(b, 0)], np.nan)
+            top = np.full(len(i), -np.inf)
+            bot = np.full(len(i), np.inf)
+            for t in order[-3:][::-1]:  # the strongest other team
+                top = np.where(np.isinf(top) & (a != t) & (b != t), means[t], top)
+            for t in order[:3]:
+                bot = np.where(np.isinf(bot) & (a != t) & (b != t), means[t], bot)
+            hi_new = np.fmax(np.fmax(new_a, new_b), top)
+            lo_new = np.fmin(np.fmin(new_a, new_b), bot)
+            new_gap = hi_new - lo_new
             c = int(np.argmin(new_gap))
             if not new_gap[c] < gap - EPS:
                 return
@@ -688,13 +734,14 @@ class _Lobby:
         return out
 
     def _base_violation(self, cur: np.ndarray, a: np.ndarray, b: np.ndarray, A: np.ndarray,
-                        B: np.ndarray) -> np.ndarray:
+                        B: np.ndarray, include_weight: float = 1.0) -> np.ndarray:
         """How far each move leaves the kept rules broken: benched included players, missing role
         members, the squad balance's excess over its bound (in bounds) — float [M]."""
         out = np.zeros(len(a))
         inc = np.append(self.include, False)
         incl = inc[np.flatnonzero(cur < 0)].sum()
-        out += incl + np.where(b < 0, inc[A].sum(1), 0) - np.where(a < 0, inc[B].sum(1), 0)
+        ia, ib = inc[A].sum(1), inc[B].sum(1)  # A goes a → b, B goes b → a; −1 is the bench
+        out += include_weight * (incl + np.where(b < 0, ia - ib, 0) + np.where(a < 0, ib - ia, 0))
         out += self._role_deficit(cur, a, b, A, B)
         if self.balance is not None:
             sk = np.append(self.skill, 0.0)
@@ -711,46 +758,113 @@ class _Lobby:
             out += np.where(excess > 0, 1.0 + excess / max(self.balance, 1.0), 0.0)
         return out
 
-    def repair(self, cur: np.ndarray, ok: np.ndarray, deadline: float) -> np.ndarray | None:
-        """Swaps that lower how far the rules are broken until none is (None: out of time or stuck)."""
+    def _targeted(self, cur: np.ndarray, ok: np.ndarray, hot: np.ndarray, draws: int = 12) -> tuple[np.ndarray, ...]:
+        """Moves of the players ``hot`` marks: each selected one (or its party) with the admitted bench
+        solos and the solos of other teams nearest in skill (so that the squad balance holds), ``draws``
+        of each (as :meth:`_moves` returns them)."""
+        pr = self.pyrng
+        W = self.unit_members.shape[1] if self.units else 1
+        solo = self.party_of < 0
+        bench = np.flatnonzero((cur < 0) & ok & solo)
+        placed = np.flatnonzero(solo & (cur >= 0))
+        a, b, A, B = [], [], [], []
+        seen: set[int] = set()
+        for p in np.flatnonzero(hot[:-1] & (cur >= 0)).tolist():
+            u = int(self.party_of[p])
+            members = [p] if u < 0 else self.units[u].tolist()
+            if members[0] in seen:
+                continue
+            seen.add(members[0])
+            j, m = int(cur[p]), len(members)
+            target = float(self.skill[members].mean())
+            for pool in (bench, placed[cur[placed] != j]):
+                if len(pool) < m:
+                    continue
+                near = pool[np.argsort(np.abs(self.skill[pool] - target))[: 3 * draws]].tolist()
+                for _ in range(draws):
+                    if m == 1:
+                        pick = [near[pr.randrange(len(near))]]
+                    else:  # m solos of one team (or of the bench), nearest first
+                        t = int(cur[near[pr.randrange(len(near))]])
+                        same = [x for x in near if cur[x] == t] or [x for x in pool.tolist() if cur[x] == t]
+                        if len(same) < m:
+                            continue
+                        pick = pr.sample(same, m)
+                    t = int(cur[pick[0]])
+                    a.append(j)
+                    b.append(t)
+                    A.append(members + [-1] * (W - m))
+                    B.append(pick + [-1] * (W - m))
+        if not a:
+            return (np.zeros(0, np.int64),) * 2 + (np.zeros((0, W), np.int64),) * 2
+        return (np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64), np.asarray(A, dtype=np.int64),
+                np.asarray(B, dtype=np.int64))
+
+    def repair(self, cur: np.ndarray, ok: np.ndarray, deadline: float, patience: int = 6) -> np.ndarray | None:
+        """Swaps that lower how far the rules are broken until none is (None: out of time, or
+        ``patience`` samples in a row without a better move)."""
         res = self.residual
         if not res.supported:
             return None
         none = np.zeros(1, dtype=np.int64)
         pad = np.full((1, 1), -1, dtype=np.int64)
-        broken = res.broken(cur)
-        base = float(self._base_violation(cur, none - 1, none - 1, pad, pad)[0])
+        out = {k: res.excess(k, cur) for k in range(len(res.rules))}
+        broken = {k for k, e in out.items() if e > 0}
+        base = float(self._base_violation(cur, none - 1, none - 1, pad, pad, INCLUDE_WEIGHT)[0])
+        stuck = 0
         for _ in range(300):
             if base == 0 and not broken:
                 return cur
-            if time.perf_counter() > deadline:
+            if time.perf_counter() > deadline or stuck >= patience:
                 return None
-            a, b, A, B = self._moves(cur, ok, 300)
-            if not len(a):
-                return None
-            v = self._base_violation(cur, a, b, A, B)
-            best_c, best_score = None, base + len(broken) - 1e-9
-            # moves that touch a player of a broken rule first
             hot = np.zeros(self.N + 1, dtype=bool)
             for k in broken:
                 hot[[self.index_of[p] for p in res._players(res.rules[k])]] = True
+            # targeted moves for the players an `if` rule's condition or an `avoid` names (moving one
+            # away settles the rule) and a few of the others the broken rules count
+            key = np.zeros(self.N + 1, dtype=bool)
+            for k in broken:
+                key[[self.index_of[p] for p in res.key_players(k)]] = True
+            rest = np.flatnonzero(hot[:-1] & ~key[:-1] & (cur >= 0))
+            if len(rest) > 8:
+                key[self.rng.choice(rest, 8, replace=False)] = True
+            sampled, targeted = self._moves(cur, ok, 200), self._targeted(cur, ok, key)
+            W = max(sampled[2].shape[1], targeted[2].shape[1])
+
+            a, b = np.concatenate([targeted[0], sampled[0]]), np.concatenate([targeted[1], sampled[1]])
+            A = np.vstack([_widen(targeted[2], W), _widen(sampled[2], W)])
+            B = np.vstack([_widen(targeted[3], W), _widen(sampled[3], W)])
+            if not len(a):
+                return None
+            v = self._base_violation(cur, a, b, A, B, INCLUDE_WEIGHT)
+            total = sum(out.values())
+            best_c, best_score = None, base + total - 1e-9
             touch = hot[A].any(1) | hot[B].any(1)
-            for c in np.lexsort((~touch, v))[:64]:
+            tie = self.rng.random(len(a))
+            for c in np.lexsort((tie, v, ~touch))[:160]:  # moves of the players of broken rules first
                 if v[c] >= best_score:
-                    break
+                    continue
                 moved = np.concatenate([A[c][A[c] >= 0], B[c][B[c] >= 0]])
                 ks = res.touched_by(moved)
                 nxt = self._apply(cur, a[c], b[c], A[c], B[c])
-                n_broken = len(broken - set(ks)) + sum(not res.rule_holds(k, nxt) for k in ks)
-                if v[c] + n_broken < best_score:
-                    best_c, best_score = c, v[c] + n_broken
+                score = v[c] + total - sum(out[k] for k in ks) + sum(res.excess(k, nxt) for k in ks)
+                if score < best_score:
+                    best_c, best_score = c, score
             if best_c is None:
-                return None
+                stuck += 1
+                continue
+            stuck = 0
             c = best_c
             cur = self._apply(cur, a[c], b[c], A[c], B[c])
-            broken = res.broken(cur)
-            base = float(self._base_violation(cur, none - 1, none - 1, pad, pad)[0])
+            out = {k: res.excess(k, cur) for k in range(len(res.rules))}
+            broken = {k for k, e in out.items() if e > 0}
+            base = float(self._base_violation(cur, none - 1, none - 1, pad, pad, INCLUDE_WEIGHT)[0])
         return None
+
+
+def _widen(X: np.ndarray, width: int) -> np.ndarray:
+    """Member rows padded with −1 to ``width`` columns."""
+    return np.hstack([X, np.full((X.shape[0], width - X.shape[1]), -1, dtype=np.int64)])
 
 
 def supports(problem: Problem) -> bool:

@@ -53,7 +53,12 @@ def test_its_rule_filters_agree_with_the_checker(preset):
         pre = lobby._prefilter(witness, a, b, A, B)
         rows = np.stack([lobby._apply(witness, a[c], b[c], A[c], B[c]) for c in range(len(a))])
         masks = pb.checker.rule_masks(rows)
+        base = lobby._base_violation(witness, a, b, A, B)
+        kept_rules = [k for k, r in enumerate(inst.rules) if type(r).__name__ in
+                      ("RoleMinRule", "SkillBalanceRule", "IncludeRule")]
         for c in range(len(a)):
+            # the repair's measure of the kept rules is 0 exactly when the checker finds them kept
+            assert (base[c] == 0) == all(masks[k + 1, c] for k in kept_rules), c
             moved = np.concatenate([A[c][A[c] >= 0], B[c][B[c] >= 0]])
             ours = bool(pre[c]) and res.holds(rows[c], moved)
             kept = [k for k, r in enumerate(inst.rules) if type(r).__name__ in
