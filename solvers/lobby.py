@@ -81,6 +81,8 @@ INCLUDE_WEIGHT = 10.0
 #: the seeded jitter on both (standard deviations)
 VALUE_WEIGHT = 4.0
 JITTER = 0.5
+#: skill windows per host region tried besides the fullest one (the best by engagement value)
+WINDOWS = 2
 #: construction attempts (seeded orders) before giving up
 ATTEMPTS = 6
 EPS = 1e-9
@@ -331,20 +333,28 @@ class _Lobby:
         else:
             masks.append(np.ones(self.N, dtype=bool))
         if self.spread is not None:
+            # per region, the skill windows (every start at a candidate's skill) holding the included
+            # players and enough candidates: the fullest first, then the ones of the most engagement
+            # value (a window of strong players may beat the fullest one)
+            need = int(self.sizes.sum())
             windowed = []
             for ok in masks:
                 inc = self.skill[self.include]
                 lo_min = (inc.max() if len(inc) else -np.inf) - self.spread
                 hi_max = (inc.min() if len(inc) else np.inf)
                 starts = np.unique(self.skill[ok & (self.skill >= lo_min) & (self.skill <= hi_max)])
-                best, best_n = None, -1
-                for s0 in starts:
-                    w = ok & (self.skill >= s0 - 1e-9) & (self.skill <= s0 + self.spread + 1e-9)
-                    if w.sum() > best_n:
-                        best, best_n = w, int(w.sum())
-                if best is not None:
-                    windowed.append(best)
-            masks = windowed
+                wins = [ok & (self.skill >= s0 - 1e-9) & (self.skill <= s0 + self.spread + 1e-9) for s0 in starts]
+                wins = [w for w in wins if w.sum() >= need]
+                if not wins:
+                    continue
+                fullest = max(wins, key=lambda w: int(w.sum()))
+                by_value = sorted(wins, key=lambda w: -float(np.sort(self.value[w])[-need:].sum()))
+                windowed.append((0, fullest))
+                windowed.extend((1, w) for w in by_value[:WINDOWS] if not (w == fullest).all())
+            windowed.sort(key=lambda pw: (-pw[0], -int(pw[1].sum())))
+            masks = [w for _, w in windowed]
+        else:
+            masks.sort(key=lambda m: -int(m.sum()))
         # a party is admitted only whole
         out = []
         for ok in masks:
@@ -354,12 +364,13 @@ class _Lobby:
                     ok[members] = False
             if (ok | ~self.include).all() and ok.sum() >= self.sizes.sum():
                 out.append(ok)
-        out.sort(key=lambda m: -int(m.sum()))
         return out
 
     # ------------------------------------------------------------------ construction
 
-    def construct(self, ok: np.ndarray) -> np.ndarray | None:
+    def construct(self, ok: np.ndarray, jitter: float = 0.5) -> np.ndarray | None:
+        """A lobby of the players ``ok`` admits; ``jitter`` (standard deviations) spreads the order of
+        the candidates (restarts raise it, for other lobbies)."""
         rng, D = self.rng, self.D
         team_of = np.full(self.N, -1)
         free = self.sizes.copy()
@@ -412,7 +423,7 @@ class _Lobby:
         # the lobby's skill centre second (in units of the balance bound), a seeded jitter over both
         width = self.balance if self.balance is not None else 200.0
         score = (-VALUE_WEIGHT * self.value + np.abs(self.skill - center) / width
-                 + rng.normal(0, JITTER, self.N))
+                 + rng.normal(0, jitter, self.N))
         order = sorted(left, key=lambda i: (not self.include[i], score[i]))
         used = np.zeros(self.N, dtype=bool)
         for i in [i for i in order if self.include[i]]:
@@ -905,7 +916,7 @@ class LobbySolver:
             ok = masks[attempt % len(masks)]
             attempt += 1
             t0 = time.perf_counter()
-            built = lobby.construct(ok)
+            built = lobby.construct(ok, JITTER * (1 + stats["restarts"]))
             if built is None:
                 continue
             t1 = time.perf_counter()
