@@ -59,10 +59,11 @@ from .chaos_checks import check_backfills, check_matches, percentile
 
 FINAL = ("matched", "expired", "cancelled", "404")
 #: the service's pool for a preset its built-in config lacks: the run writes a config holding it
-#: (large lobbies answered by the lobby search; tickets carry skill, so balance and window rules apply)
+#: (large lobbies answered by the lobby search; like the built-in pools only parties are a rule: the run's
+#: backfills hold random players of the world, whose squads no balance bound would admit)
 EXTRA_POOLS: dict[str, dict] = {
     "br-100": {"name": "br-100", "teams": 25, "team_size": 4, "engagement_model": "br-100",
-               "rules": [{"kind": "party_together"}, {"kind": "skill_balance", "max_diff": 250}],
+               "rules": [{"kind": "party_together"}],
                "method": "lobby", "time_budget_ms": 100, "max_candidates": 300, "partition": "sequential",
                "dispatch": {"policy": "immediate"}},
     "ffa-32": {"name": "ffa-32", "teams": 32, "team_size": 1, "engagement_model": "ffa-32",

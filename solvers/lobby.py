@@ -292,6 +292,15 @@ class _Lobby:
         self.role_min: list[tuple[np.ndarray, int]] = []
         self.balance = None
         self.spread = None
+        # pins: `linear` rules x[p, j] == 1 (a backfill's players already in the match) fix p on team j
+        self.pinned = np.full(self.N, -1)
+        for r in inst.rules:
+            if (isinstance(r, LinearRule) and len(r.expr.terms) == 1 and r.expr.sense == "=="
+                    and r.expr.terms[0].coef == 1.0 and r.expr.rhs == 1.0):
+                self.pinned[inst.index[r.expr.terms[0].player]] = r.expr.terms[0].team
+        self.include[self.pinned >= 0] = True
+        #: players a move may take: no party (parties move whole) and no pin
+        self.free_solo = (party_of < 0) & (self.pinned < 0)
         for r in inst.rules:
             if isinstance(r, IncludeRule):
                 self.include[[inst.index[p] for p in r.players]] = True
@@ -376,7 +385,7 @@ class _Lobby:
         free = self.sizes.copy()
         ssum = np.zeros(D)
         have = [np.zeros(D, dtype=np.int64) for _ in self.role_min]
-        solos = np.asarray([i for i in np.flatnonzero(ok) if self.party_of[i] < 0], dtype=np.int64)
+        solos = np.asarray([i for i in np.flatnonzero(ok) if self.free_solo[i]], dtype=np.int64)
         pool = np.flatnonzero(ok)
         center = float(self.skill[self.include].mean()) if self.include.any() else float(np.median(self.skill[pool]))
         groups = [u for u in self.units if ok[u[0]]]
@@ -403,6 +412,10 @@ class _Lobby:
             for (acc, _), h in zip(self.role_min, have, strict=True):
                 h[j] += int(acc[members].sum())
 
+        for i in np.flatnonzero(self.pinned >= 0):
+            place(np.asarray([i]), int(self.pinned[i]))
+            if free[int(self.pinned[i])] < 0:
+                return None
         # parties: included first, then a seeded share of the rest (bigger first), where the team's
         # places left still hold its missing roles
         share = rng.uniform(0.3, 1.0)
@@ -476,7 +489,7 @@ class _Lobby:
         the strongest or the weakest team with another team's solo or an admitted bench solo (role
         minimums and included players kept). Vectorized per step: the gap after a swap is the spread of
         the two changed means and the extremes of the other teams (the top and bottom three)."""
-        solo = self.party_of < 0
+        solo = self.free_solo
         sizes = self.sizes.astype(float)
         accs = [(acc, need) for acc, need in self.role_min]
         for _ in range(steps):
@@ -528,12 +541,14 @@ class _Lobby:
         team b, players B leave b for a. Shapes: a, b [M]; A, B [M, W] (W: the largest party, ≥ 1)."""
         rng, pr = self.rng, self.pyrng
         W = self.unit_members.shape[1] if self.units else 1
-        solo = self.party_of < 0
+        solo = self.free_solo
         sel_solo = np.flatnonzero((cur >= 0) & solo)
         bench = np.flatnonzero((cur < 0) & ok & solo)
         a_parts, b_parts, A_parts, B_parts = [], [], [], []
 
         def add(a, b, A, B):
+            if not len(a):
+                return
             a_parts.append(np.asarray(a, dtype=np.int64))
             b_parts.append(np.asarray(b, dtype=np.int64))
             for parts, X in ((A_parts, A), (B_parts, B)):
@@ -775,12 +790,12 @@ class _Lobby:
         of each (as :meth:`_moves` returns them)."""
         pr = self.pyrng
         W = self.unit_members.shape[1] if self.units else 1
-        solo = self.party_of < 0
+        solo = self.free_solo
         bench = np.flatnonzero((cur < 0) & ok & solo)
         placed = np.flatnonzero(solo & (cur >= 0))
         a, b, A, B = [], [], [], []
         seen: set[int] = set()
-        for p in np.flatnonzero(hot[:-1] & (cur >= 0)).tolist():
+        for p in np.flatnonzero(hot[:-1] & (cur >= 0) & (self.pinned < 0)).tolist():
             u = int(self.party_of[p])
             members = [p] if u < 0 else self.units[u].tolist()
             if members[0] in seen:

@@ -29,3 +29,37 @@ def test_built_in_pools_need_no_config_and_others_are_refused():
     with pytest.raises(InvalidInput) as ex:
         ChaosPlan(pool="12v12-deep").validate()
     assert ex.value.field == "pool" and "br-100" in ex.value.message
+
+
+def test_a_squad_slot_backfill_is_filled_by_the_lobby_search_with_the_match_kept():
+    """A running br-100 match missing 1–2 players of its last squad: the lobby search keeps every
+    player of the match on his squad (the pins) and fills the open places from the queue."""
+    import time
+
+    import numpy as np
+
+    from mgmatch.app.backfill import backfill_instance
+    from mgmatch.app.store import Backfill, Ticket, new_ticket_id
+    from mgmatch.core.instance import parse_instance
+    from mgmatch.core.presets import load_model
+    from mgmatch.core.problem import Problem
+    from mgmatch.core.solution import team_of_from_teams
+    from mgmatch.lab.chaos import EXTRA_POOLS
+    from mgmatch.solvers.base import Budget
+    from mgmatch.solvers.lobby import LobbySolver
+
+    pool = parse_config({"pools": [EXTRA_POOLS["br-100"]]}).pool("br-100")
+    now = time.time()
+    queue = [Ticket(new_ticket_id("br-100"), "br-100", t["players"], now, now + 120)
+             for t in make_tickets("br-100", 40, 5, party_share=0.1)]
+    for bj in make_backfills("br-100", 2, seed=3):
+        b = Backfill("b", "br-100", bj["match_id"], bj["players"], bj["teams"], bj["open"], now, now + 60)
+        inst = parse_instance(backfill_instance(pool, b, queue, now)[0], stored=True)
+        pb = Problem(inst, load_model("br-100"))
+        sol = LobbySolver(seed=2).solve(pb, Budget.of(1000.0))
+        assert sol.status == "feasible", sol.model_extra
+        team_of = team_of_from_teams(inst, sol.teams)
+        assert pb.checker.violations(team_of) == []
+        for j, team in enumerate(bj["teams"]):
+            assert all(team_of[inst.index[p]] == j for p in team)
+        assert np.bincount(team_of[team_of >= 0], minlength=25).tolist() == [4] * 25
