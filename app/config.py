@@ -12,7 +12,7 @@ pools:
     time_budget_ms: 100
     partition: auto           # several matches per job: sequential | joint | auto
     dispatch: {policy: immediate, params: {}}
-    max_candidates: 48        # ≤ 100 players per solve
+    max_candidates: 48        # ≤ 300 players per solve (default 100)
 experiments:
   - name: predictor-vs-exact
     pools: [3v3]
@@ -65,7 +65,8 @@ from mgmatch.core.limits import MAX_TEAM_SIZE, MAX_TEAMS
 from mgmatch.core.rules import parse_rule
 
 POOL_NAME = r"^[a-z0-9][a-z0-9-]{0,31}$"
-HARD_MAX_CANDIDATES = 100
+HARD_MAX_CANDIDATES = 300   # a battle royale's queue (25 squads of 4 from 150–300 candidates, docs/guides/large-lobbies.md)
+DEFAULT_MAX_CANDIDATES = 100
 #: the pool label of /v1/solve requests (metrics, experiments)
 SOLVE_POOL = "solve"
 
@@ -135,7 +136,7 @@ class PoolConfig(_Strict):
                                     "(mgmatch.solvers.batch.prefer_joint), for a model-free method only (a "
                                     "predictor method keeps the one-at-a-time path under auto).")
     dispatch: DispatchConfig = Field(default_factory=DispatchConfig)
-    max_candidates: Integer = Field(default=HARD_MAX_CANDIDATES, ge=2, le=HARD_MAX_CANDIDATES)
+    max_candidates: Integer = Field(default=DEFAULT_MAX_CANDIDATES, ge=2, le=HARD_MAX_CANDIDATES)
     ticket_ttl_s: Number = Field(default=300.0, gt=0, le=86_400)
     lease_s: Number = Field(default=30.0, gt=0, le=3600, description="A claimed match returns to the queue after this.")
     scan_window: Integer | None = Field(default=None, ge=2, le=100_000,

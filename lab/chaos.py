@@ -58,6 +58,31 @@ from . import loadgen
 from .chaos_checks import check_backfills, check_matches, percentile
 
 FINAL = ("matched", "expired", "cancelled", "404")
+#: the service's pool for a preset its built-in config lacks: the run writes a config holding it
+#: (large lobbies answered by the lobby search; like the built-in pools only parties are a rule: the run's
+#: backfills hold random players of the world, whose squads no balance bound would admit)
+EXTRA_POOLS: dict[str, dict] = {
+    "br-100": {"name": "br-100", "teams": 25, "team_size": 4, "engagement_model": "br-100",
+               "rules": [{"kind": "party_together"}],
+               "method": "lobby", "time_budget_ms": 100, "max_candidates": 300, "partition": "sequential",
+               "dispatch": {"policy": "immediate"}},
+    "ffa-32": {"name": "ffa-32", "teams": 32, "team_size": 1, "engagement_model": "ffa-32",
+               "rules": [{"kind": "skill_spread", "max_spread": 1500}],
+               "method": "lobby", "time_budget_ms": 50, "max_candidates": 64, "partition": "sequential",
+               "dispatch": {"policy": "immediate"}},
+}
+
+
+def pool_config(pool: str) -> dict | None:
+    """The service config a chaos run of ``pool`` needs, or None when the built-in one has the pool."""
+    from mgmatch.app.config import DEFAULT_CONFIG
+
+    if any(p["name"] == pool for p in DEFAULT_CONFIG["pools"]):
+        return None
+    if pool not in EXTRA_POOLS:
+        raise InvalidInput("pool", f"no service pool for preset {pool!r}; known: "
+                                   f"{', '.join([p['name'] for p in DEFAULT_CONFIG['pools']] + list(EXTRA_POOLS))}")
+    return {"pools": [EXTRA_POOLS[pool]]}
 MAIN = [sys.executable, "-c", "from mgmatch.app.cli import main; main()"]
 def redis_persistence(appendfsync: str) -> tuple[str, ...]:
     """The chaos Redis's persistence flags: AOF with this fsync policy, no RDB snapshots."""
@@ -128,6 +153,7 @@ class ChaosPlan:
         for name, ok, msg in checks:
             if not ok:
                 raise InvalidInput(name, f"{msg}, got {getattr(self, name)!r}")
+        pool_config(self.pool)  # a preset the service has a pool for
 
 
 # --------------------------------------------------------------------------- tickets
@@ -833,7 +859,14 @@ def run_chaos(plan: ChaosPlan, say: Callable[[str], None] | None = None) -> dict
                                                          Keys(prefix).queue(plan.pool))
     else:
         redis = RedisServer(binary, workdir, plan.appendfsync)
-    procs = Procs(workdir, service_env(redis.url, prefix))
+    env = service_env(redis.url, prefix)
+    extra = pool_config(plan.pool)
+    if extra is not None:
+        import yaml
+
+        (workdir / "config.yaml").write_text(yaml.safe_dump(extra))
+        env["MGMATCH_CONFIG"] = str(workdir / "config.yaml")
+    procs = Procs(workdir, env)
     try:
         redis.start()
         redis.wait_ready()

@@ -80,7 +80,9 @@ def passed(r: dict) -> bool:
                                  "double-booked, 5xx, players matched per second, wait p50/p99.")
 def bench_chaos_cmd(
     tickets: Annotated[int, typer.Option(help="Tickets to ingest.")] = 2000,
-    pool: Annotated[str, typer.Option(help="Built-in pool (3v3, 12v12); players come from its preset world.")] = "3v3",
+    pool: Annotated[str, typer.Option(help="Pool: 3v3, 12v12 (built in), br-100, ffa-32 (large lobbies, "
+                                               "served from a config the run writes); players come from its "
+                                               "preset world.")] = "3v3",
     solvers: Annotated[int, typer.Option(help="Solver worker processes.")] = 2,
     kills: Annotated[int, typer.Option(help="SIGKILLs of a solver or the matchmaker (each restarted).")] = 3,
     rate: Annotated[float, typer.Option(help="Offered ingest rate (tickets/s); above what the solvers match, so "
