@@ -335,7 +335,8 @@ def create_app(rt: Runtime) -> FastAPI:
         out = []
         for (t, _), res in zip(prepared, results, strict=True):
             if isinstance(res, Conflict):
-                out.append({"error": {"field": "players", "message": str(res)}})
+                field = getattr(res, "field", None) or "players"
+                out.append({"error": {"field": field, "message": f"{field}: {res}"}})
                 continue
             stored, created = res
             try:

@@ -76,6 +76,20 @@ class Keys:
         goes when its ticket ends (matched, cancelled, expired); the reaper drops any left behind."""
         return f"{self._pool(pool)}:players"
 
+    def player_lock(self, player_id: str) -> str:
+        """STRING → the id of the player's live ticket, in any pool (one live ticket per player). Its own
+        hash tag ``{pl:<player id>}``, so it lives apart from every pool's slot: a create takes it (SET NX,
+        or in place of a ticket that is no longer live) before the pool's create script runs, and nothing
+        frees it when its ticket ends; a later create that meets it checks whether the ticket it names is
+        still live. Expires with the ticket's TTL plus TICKET_RETENTION_S, when the ticket's hash goes."""
+        return f"{self.prefix}:{{pl:{player_id}}}:live"
+
+    def void(self, pool: str, ticket_id: str) -> str:
+        """STRING: the ticket may never be created. Set by a create that found a player's lock naming a ticket
+        whose hash does not exist (a create that stopped between taking its locks and its pool's script), so
+        that create, if it still runs, refuses; expires after TICKET_RETENTION_S."""
+        return f"{self._pool(pool)}:void:{ticket_id}"
+
     def events(self, pool: str) -> str:
         """STREAM of ticket events (created, matched, cancelled, expired) for consumers downstream."""
         return f"{self._pool(pool)}:events"

@@ -230,6 +230,16 @@ class Conflict(Exception):
     """The requested change does not apply to the ticket's current status."""
 
 
+class PlayerBusy(Conflict):
+    """A new ticket names a player who already holds a live (queued or proposed) ticket, in any pool:
+    HTTP 409 / gRPC ALREADY_EXISTS naming ``players[i].id`` and the ticket that holds the player."""
+
+    def __init__(self, index: int, player_id: str, holder: str):
+        self.field = f"players[{index}].id"
+        self.player_id, self.holder = player_id, holder
+        super().__init__(f"player {player_id!r} already holds live ticket {holder}")
+
+
 class StoreUnavailable(Exception):
     """The store's backend cannot be reached right now (the API answers 503 with Retry-After).
 
