@@ -145,6 +145,10 @@ class PoolConfig(_Strict):
     max_inflight_jobs: Integer = Field(default=4, ge=1, le=1000,
                                    description="With separate solver workers: claim no more candidates while this "
                                                "many of the pool's solve jobs wait or run (backpressure).")
+    skill_from: Literal["ticket", "ratings"] = Field(
+        default="ticket", description="Where a player's skill comes from: the ticket's skill only, or (ratings) "
+                                      "the player's stored rating mu when the ticket gives none (openskill "
+                                      "scale: a new player is 25).")
     feature_dim: Integer | None = Field(default=None, ge=1, description="Filled from the engagement model at start-up.")
 
     @field_validator("team_sizes")

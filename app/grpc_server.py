@@ -279,7 +279,9 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
                 body = TicketIn.model_validate(obj)
             except ValidationError as err:
                 raise from_pydantic(err) from None
-            t, key = service.prepare_ticket(self.rt, body, ab_key, None, owner)
+            unrated = service.unrated(self.rt, body)
+            ratings = self.rt.store.get_ratings(unrated) if unrated else None
+            t, key = service.prepare_ticket(self.rt, body, ab_key, None, owner, ratings)
             stored, created = self.rt.store.create(t, key)
             stored = service.created(stored, owner, t)
         except _KNOWN as err:

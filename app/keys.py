@@ -132,6 +132,17 @@ class Keys:
         write it, API processes read it (HGETALL, in the wait-estimate script) for ``estimated_wait_s``."""
         return f"{self._pool(pool)}:throughput"
 
+    def rating(self, player_id: str) -> str:
+        """HASH of one player's rating: mu, sigma, games, version (incremented by every update). In the
+        ``{ratings}`` slot with every other rating, so one script updates a match's players atomically on a
+        cluster; no expiry (a rating is the player's history)."""
+        return f"{self.prefix}:{{ratings}}:r:{player_id}"
+
+    def rated(self, match_id: str) -> str:
+        """STRING: the match's result already updated its players' ratings (once per match); expires after
+        the match retention, when its record goes (a result can no longer be posted then)."""
+        return f"{self.prefix}:{{ratings}}:done:{match_id}"
+
     def inference_requests(self) -> str:
         """STREAM of predictor requests (group ``inference``); not pool-bound, its own shard."""
         return f"{self.prefix}:{{infer}}:req"

@@ -14,6 +14,7 @@ from .base import (
     MatchRecord,
     MatchResult,
     PlayerBusy,
+    Rating,
     StoreUnavailable,
     Ticket,
     TicketStatus,
@@ -28,6 +29,7 @@ from .protocols import (
     InferenceStore,
     JobStore,
     LeaseStore,
+    RatingStore,
     RecordStore,
     StatsStore,
     Store,
@@ -36,7 +38,7 @@ from .protocols import (
 from .redis import RedisStore
 
 __all__ = ["MATCH_MAX_COUNT", "MATCH_RETENTION_S", "RETENTION_S", "Backfill", "BackfillStore", "Conflict",
-           "InferenceStore", "JobStore", "LeaseStore", "MatchRecord", "MatchResult", "MemoryStore", "PlayerBusy", "RecordStore",
+           "InferenceStore", "JobStore", "LeaseStore", "MatchRecord", "MatchResult", "MemoryStore", "PlayerBusy", "Rating", "RatingStore", "RecordStore",
            "RedisStore", "StatsStore", "Store", "StoreUnavailable", "Ticket", "TicketStatus", "TicketStore",
            "make_store", "match_pool", "new_ticket_id", "pool_of", "wait_reachable"]
 

@@ -226,6 +226,17 @@ class MatchRecord:
                 "engagement": self.result["engagement"]}
 
 
+@dataclass(frozen=True)
+class Rating:
+    """A player's rating (openskill): mean ``mu``, uncertainty ``sigma``, games rated, and ``version``, which
+    every update increments (what a rating update compares before it writes)."""
+
+    mu: float
+    sigma: float
+    games: int = 0
+    version: int = 0
+
+
 class Conflict(Exception):
     """The requested change does not apply to the ticket's current status."""
 

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
 from ..keys import BLOCK_MS
-from .base import Backfill, Conflict, MatchRecord, MatchResult, Ticket, WaitInputs
+from .base import Backfill, Conflict, MatchRecord, MatchResult, Rating, Ticket, WaitInputs
 
 
 @runtime_checkable
@@ -325,7 +325,29 @@ class LeaseStore(Protocol):
 
 
 @runtime_checkable
-class Store(TicketStore, RecordStore, BackfillStore, StatsStore, Protocol):
+@runtime_checkable
+class RatingStore(Protocol):
+    """Players' ratings, updated from match results (:mod:`mgmatch.app.ratings`). A player's rating is
+    global (not per pool). Each match updates its players once: the update names the match, and one
+    already applied is not applied again (a result posted twice, a retry after a lost reply)."""
+
+    @abstractmethod
+    def get_ratings(self, player_ids: list[str]) -> dict[str, Rating]:
+        """The stored ratings of these players; a player never rated is absent."""
+
+    async def aget_ratings(self, player_ids: list[str]) -> dict[str, Rating]:
+        return self.get_ratings(player_ids)
+
+    @abstractmethod
+    def rate_match(self, match_id: str, before: dict[str, int], after: dict[str, Rating]) -> str:
+        """Write ``after`` for the match's players, atomically, once per match: ``"applied"``; ``"done"``
+        when this match was applied before (nothing written); ``"stale"`` when a player's stored version
+        is no longer ``before[player]`` (0 = never rated): another match rated them meanwhile, nothing
+        written, the caller reads again and recomputes. The written versions are ``before + 1``. The
+        mark that the match was applied lasts the match retention."""
+
+
+class Store(TicketStore, RecordStore, BackfillStore, StatsStore, RatingStore, Protocol):
     """What the API and the matchmaker need of a store: every concern both implementations have."""
 
     def ping(self) -> bool:

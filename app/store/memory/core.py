@@ -18,7 +18,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from ..base import MATCH_MAX_COUNT, MATCH_RETENTION_S, RETENTION_S, Backfill, MatchRecord, Ticket
+from ..base import MATCH_MAX_COUNT, MATCH_RETENTION_S, RETENTION_S, Backfill, MatchRecord, Rating, Ticket
 
 
 class MemoryCore:
@@ -42,6 +42,8 @@ class MemoryCore:
         self._pending: dict[str, set[str]] = {}
         self._players: dict[tuple[str, str], str] = {}  # (pool, player id) → live ticket id
         self._live: dict[str, str] = {}  # player id → its live ticket, in any pool (one live ticket per player)
+        self._ratings: dict[str, Rating] = {}  # player id → rating
+        self._rated: dict[str, float] = {}  # match id → until when its rating update is remembered
         self._backfills: dict[str, Backfill] = {}
         self._open_bf: dict[str, set[str]] = {}  # pool → ids of its open backfills (what a tick reads)
         self._lock = threading.Lock()
