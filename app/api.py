@@ -58,6 +58,9 @@ class MatchOut(BaseModel):
     model_version: str | None = None
     objective: float | None = None
     matched_at: float | None = Field(default=None, description="Unix seconds when the match was committed.")
+    accept_deadline: float | None = Field(default=None, description="While proposed in a ready check: Unix "
+                                                                    "seconds (store clock) by which every player "
+                                                                    "must accept.")
     backfill_id: str | None = Field(default=None, description="The backfill this ticket filled (then match_id is "
                                                               "the backfill's running match).")
 
@@ -65,7 +68,7 @@ class MatchOut(BaseModel):
 class TicketOut(BaseModel):
     id: str
     pool: str
-    status: str = Field(description="queued | proposed | matched | expired | cancelled")
+    status: str = Field(description="queued | proposed | matched | expired | cancelled | declined")
     players: list[str]
     created_at: float
     expires_at: float
@@ -129,6 +132,12 @@ class ResultOut(BaseModel):
     engagement: float
     received_at: float | None = Field(default=None, description="Unix seconds (store clock) the result was stored.")
     ratings: RatingsOut | None = Field(default=None, description="With ranks or winner: the players' rating update.")
+
+
+class AnswerOut(BaseModel):
+    match_id: str
+    status: str = Field(description="pending (others still to accept) | matched (everyone accepted) | declined "
+                                    "(this decline ended the check)")
 
 
 class PlayerRatingOut(BaseModel):
@@ -421,6 +430,24 @@ def create_app(rt: Runtime) -> FastAPI:
         b = service.owned(b, backfill_id, owner, "backfill_id", "backfill")
         metrics.BACKFILL_EVENTS.labels(b.pool, "cancelled").inc()
         return JSONResponse(backfill_out(b))
+
+    async def _answer_route(request: Request, match_id: str, body: service.AnswerIn, accept: bool):
+        try:
+            out = await anyio.to_thread.run_sync(service.answer_match, rt, match_id, body, accept, _owner(request))
+        except Conflict as err:
+            return _answer(err, rt)
+        return JSONResponse(out)
+
+    @app.post("/v1/matches/{match_id}/accept", tags=["matches"], response_model=AnswerOut,
+              responses=_errors(404, 409, *_V1_ERRORS), summary="Accept a proposed match (ready check) for a player.")
+    async def accept_match(request: Request, match_id: str, body: service.AnswerIn):
+        return await _answer_route(request, match_id, body, True)
+
+    @app.post("/v1/matches/{match_id}/decline", tags=["matches"], response_model=AnswerOut,
+              responses=_errors(404, 409, *_V1_ERRORS),
+              summary="Decline a proposed match (ready check): the player's ticket ends, the others requeue.")
+    async def decline_match(request: Request, match_id: str, body: service.AnswerIn):
+        return await _answer_route(request, match_id, body, False)
 
     @app.get("/v1/players/{player_id}", tags=["players"], response_model=PlayerRatingOut,
              responses=_errors(*_V1_ERRORS), summary="A player's rating (a player never rated has the prior).")

@@ -74,6 +74,14 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+class AcceptConfig(_Strict):
+    """A pool's ready check: a formed match is proposed to its players, who accept or decline it."""
+
+    timeout_s: Number = Field(default=20.0, gt=0, le=600,
+                              description="Players who have not accepted by then: their tickets expire, the others "
+                                          "go back to the queue at their place.")
+
+
 class DispatchConfig(_Strict):
     """When the matchmaker runs a solve, on which tickets (:mod:`mgmatch.solvers.dispatch`).
 
@@ -145,6 +153,9 @@ class PoolConfig(_Strict):
     max_inflight_jobs: Integer = Field(default=4, ge=1, le=1000,
                                    description="With separate solver workers: claim no more candidates while this "
                                                "many of the pool's solve jobs wait or run (backpressure).")
+    accept: AcceptConfig | None = Field(
+        default=None, description="Ready check: a formed match is proposed; every player must accept it "
+                                  "(POST /v1/matches/{id}/accept) within timeout_s before it is matched.")
     skill_from: Literal["ticket", "ratings"] = Field(
         default="ticket", description="Where a player's skill comes from: the ticket's skill only, or (ratings) "
                                       "the player's stored rating mu when the ticket gives none (openskill "

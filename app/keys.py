@@ -132,6 +132,17 @@ class Keys:
         write it, API processes read it (HGETALL, in the wait-estimate script) for ``estimated_wait_s``."""
         return f"{self._pool(pool)}:throughput"
 
+    def check(self, pool: str, match_id: str) -> str:
+        """HASH of one ready check (a pool's ``accept``): status (pending/matched/declined/expired), deadline
+        (Redis TIME), tickets (JSON ids), players (JSON player id → ticket id), owners (JSON), record (the
+        match's record JSON, kept when everyone accepted), accepted (count) and ``a:<player id>`` per accept.
+        Expires the timeout plus TICKET_RETENTION_S after it was proposed."""
+        return f"{self._pool(pool)}:rc:{match_id}"
+
+    def checks(self, pool: str) -> str:
+        """ZSET of the pool's pending ready checks (match ids) by deadline: what the reaper ends."""
+        return f"{self._pool(pool)}:checks"
+
     def rating(self, player_id: str) -> str:
         """HASH of one player's rating: mu, sigma, games, version (incremented by every update). In the
         ``{ratings}`` slot with every other rating, so one script updates a match's players atomically on a

@@ -291,7 +291,12 @@ class JobRunner:
         sel = set(selected)
         rest = [t for t in remaining if t.id not in sel]
         record = match_record(job.pool, result, players, remaining)
-        if not self.store.commit(job.pool, job.claim_id, selected, [], result, record):
+        accept = getattr(self.pools[job.pool], "accept", None)
+        if accept is not None:  # a ready check: proposed now, matched once every player accepts
+            done = self.store.propose_match(job.pool, job.claim_id, selected, result, record, now + accept.timeout_s)
+        else:
+            done = self.store.commit(job.pool, job.claim_id, selected, [], result, record)
+        if not done:
             metrics.CLAIM_CONFLICTS.labels(job.pool, "commit").inc()
             return False, rest
         self._record_matched(job.pool, sum(len(team) for team in sol.teams), now)
@@ -407,6 +412,8 @@ class Matchmaker:
                 metrics.TICKET_EVENTS.labels(self.pool.name, "requeued").inc(released)
             if self.backfiller is not None:
                 self.backfiller.reap(now)
+            if getattr(self.pool, "accept", None) is not None and self.store.reap_checks(self.pool.name, now):
+                metrics.TICKET_EVENTS.labels(self.pool.name, "ready_check_ended").inc()
         metrics.QUEUE_DEPTH.labels(self.pool.name).set(self.store.queue_depth(self.pool.name))
         done = 0
         if self.backfiller is not None:  # backfills first: the tickets they take are in no match of this tick

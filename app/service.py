@@ -277,6 +277,10 @@ def ticket_out(t: Ticket) -> dict[str, Any]:
         r = t.result
         out["match"] = {k: r.get(k) for k in ("match_id", "teams", "team", "region", "method", "arm",
                                               "model_version", "objective", "matched_at")}
+    if t.status == "proposed" and t.result and "accept_deadline" in t.result:  # in a ready check
+        r = t.result
+        out["match"] = {k: r.get(k) for k in ("match_id", "teams", "team", "region", "method", "arm",
+                                              "model_version", "objective", "accept_deadline")}
     if t.reason:
         out["reason"] = t.reason
     if t.status == "matched" and t.result and t.result.get("backfill_id"):
@@ -519,6 +523,34 @@ def post_result(rt: Runtime, match_id: str, body: ResultIn, owner: str | None) -
         rated, ratings = rate_match(rt.store, match_id, teams, ranks)
         out["ratings"] = {"status": rated, "players": ratings}
     return out
+
+
+class AnswerIn(BaseModel):
+    """A player's answer to a ready check (``POST /v1/matches/{match_id}/accept`` or ``/decline``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    player_id: str = Field(min_length=1, max_length=MAX_NAME_CHARS, description="A player of the proposed match.")
+
+
+def answer_match(rt: Runtime, match_id: str, body: AnswerIn, accept: bool, owner: str | None) -> dict[str, Any]:
+    """Accept or decline a proposed match for one player (see :class:`~mgmatch.app.store.ReadyCheckStore`).
+
+    Raises:
+        NotFound: no ready check ``match_id`` holding ``player_id`` that this client may see (unknown, past its
+            retention, in a pool without ``accept``, or none of its tickets is this client's).
+        Conflict: the check already ended another way (declined, expired; or matched, for a decline).
+    """
+    pool = match_pool(match_id) if len(match_id) <= MAX_MATCH_ID_CHARS else None
+    state = "unknown"
+    if pool is not None and pool in rt.pools:
+        state = rt.store.answer_check(pool, match_id, body.player_id, accept, owner)
+    if state == "unknown":
+        raise NotFound("match_id", f"no ready check {short_id(match_id)!r} with player {short_id(body.player_id)!r}")
+    if state in ("declined", "expired") or (state == "matched" and not accept):
+        raise Conflict(f"the ready check of match {short_id(match_id)!r} already ended: {state}")
+    metrics.TICKET_EVENTS.labels(pool, "accepted" if accept else "declined").inc()
+    return {"match_id": match_id, "status": state}
 
 
 def outcome_ranks(body: ResultIn, teams: int) -> list[float] | None:

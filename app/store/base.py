@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-TicketStatus = Literal["queued", "proposed", "matched", "expired", "cancelled"]
+TicketStatus = Literal["queued", "proposed", "matched", "expired", "cancelled", "declined"]
 RETENTION_S = 3600.0  # how long a finished ticket stays readable after its TTL
 #: default match-record retention (``MGMATCH_MATCH_RETENTION_S``) and most records kept per pool
 #: (``MGMATCH_MATCH_MAX_COUNT``): what the match log can be exported from (:class:`MatchRecord`)

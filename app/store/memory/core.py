@@ -44,6 +44,7 @@ class MemoryCore:
         self._live: dict[str, str] = {}  # player id → its live ticket, in any pool (one live ticket per player)
         self._ratings: dict[str, Rating] = {}  # player id → rating
         self._rated: dict[str, float] = {}  # match id → until when its rating update is remembered
+        self._checks: dict[tuple[str, str], Any] = {}  # (pool, match id) → its ready check (memory/checks.py)
         self._backfills: dict[str, Backfill] = {}
         self._open_bf: dict[str, set[str]] = {}  # pool → ids of its open backfills (what a tick reads)
         self._lock = threading.Lock()

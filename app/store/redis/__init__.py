@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from ..protocols import Store
 from .backfills import RedisBackfills
+from .checks import RedisChecks
 from .core import (
     _CLIENT_OPTIONS,
     _SOURCES,
@@ -51,12 +52,12 @@ from .stats import RedisStats
 from .tickets import RedisTickets
 
 __all__ = ["CALL_TIMEOUT_S", "SCRIPTS", "_CLIENT_OPTIONS", "_CONNECTION_MODULES", "_SOURCES", "_UNAVAILABLE",
-           "RedisBackfills", "RedisCore", "RedisInference", "RedisJobs", "RedisLeases", "RedisRatings", "RedisRecords",
+           "RedisBackfills", "RedisChecks", "RedisCore", "RedisInference", "RedisJobs", "RedisLeases", "RedisRatings", "RedisRecords",
            "RedisStats", "RedisStore", "RedisTickets", "_LazyCluster", "_guard", "_lua", "_unavailable",
            "cluster_node_url"]
 
 
-class RedisStore(RedisTickets, RedisRecords, RedisBackfills, RedisStats, RedisRatings, RedisJobs, RedisInference,
-                 RedisLeases, Store):
+class RedisStore(RedisTickets, RedisRecords, RedisBackfills, RedisStats, RedisRatings, RedisChecks, RedisJobs,
+                 RedisInference, RedisLeases, Store):
     """Production store: every concern on one client and key prefix. Thread-safe (redis-py pools
     connections)."""
