@@ -539,7 +539,8 @@ def answer_match(rt: Runtime, match_id: str, body: AnswerIn, accept: bool, owner
     Raises:
         NotFound: no ready check ``match_id`` holding ``player_id`` that this client may see (unknown, past its
             retention, in a pool without ``accept``, or none of its tickets is this client's).
-        Conflict: the check already ended another way (declined, expired; or matched, for a decline).
+        Conflict: the check already ended another way (declined or expired, for an accept; matched or
+            expired, for a decline).
     """
     pool = match_pool(match_id) if len(match_id) <= MAX_MATCH_ID_CHARS else None
     state = "unknown"
@@ -547,7 +548,7 @@ def answer_match(rt: Runtime, match_id: str, body: AnswerIn, accept: bool, owner
         state = rt.store.answer_check(pool, match_id, body.player_id, accept, owner)
     if state == "unknown":
         raise NotFound("match_id", f"no ready check {short_id(match_id)!r} with player {short_id(body.player_id)!r}")
-    if state in ("declined", "expired") or (state == "matched" and not accept):
+    if state not in (("pending", "matched") if accept else ("declined",)):  # a decline replayed stays declined
         raise Conflict(f"the ready check of match {short_id(match_id)!r} already ended: {state}")
     metrics.TICKET_EVENTS.labels(pool, "accepted" if accept else "declined").inc()
     return {"match_id": match_id, "status": state}

@@ -161,3 +161,38 @@ def test_the_matchmaker_proposes_and_the_routes_confirm_or_requeue(tmp_path, liv
         assert r.json() == {"match_id": mid, "status": "matched"}
         assert all(c.get(f"/v1/tickets/{t}").json()["status"] == "matched" for t in ids)
         assert c.post(url + "/decline", json={"player_id": players[0]}).status_code == 409
+
+
+def test_grpc_accept_and_decline_and_a_ticket_shows_its_proposal(tmp_path):
+    grpc = pytest.importorskip("grpc", reason="the grpc extra is not installed")
+    from mgmatch.app.grpc_server import start_grpc
+    from mgmatch.app.rpc import matchmaker_pb2 as pb
+    from mgmatch.app.rpc import matchmaker_pb2_grpc as pb_grpc
+
+    rt = Runtime.build(Settings(config=service_config(tmp_path, accept={"timeout_s": 30})))
+    rt.start_embedded(tick_s=0.02)
+    server, port = start_grpc(rt, "127.0.0.1", 0)
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stub = pb_grpc.MatchmakerStub(channel)
+        ids = [stub.CreateTicket(pb.CreateTicketRequest(pool="small", players=[
+            pb.Player(id=f"g{i}", features=features(i))]), timeout=10).id for i in range(6)]
+        t = poll(lambda: (v := stub.GetTicket(pb.TicketRef(id=ids[0]), timeout=10)).match.match_id and v)
+        assert t.status == "proposed" and t.match.accept_deadline > time.time()
+        mid = t.match.match_id
+        with pytest.raises(grpc.RpcError) as err:
+            stub.AcceptMatch(pb.MatchAnswerRequest(match_id=mid, player_id="nobody"), timeout=10)
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND and err.value.details().startswith("match_id")
+        with pytest.raises(grpc.RpcError) as err:
+            stub.AcceptMatch(pb.MatchAnswerRequest(match_id=mid, player_id=""), timeout=10)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and err.value.details().startswith("player_id")
+        assert stub.AcceptMatch(pb.MatchAnswerRequest(match_id=mid, player_id="g0"), timeout=10).status == "pending"
+        other = next(p for team in t.match.teams for p in team.players if p != "g0")
+        assert stub.DeclineMatch(pb.MatchAnswerRequest(match_id=mid, player_id=other), timeout=10).status == "declined"
+        with pytest.raises(grpc.RpcError) as err:
+            stub.AcceptMatch(pb.MatchAnswerRequest(match_id=mid, player_id="g0"), timeout=10)
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    finally:
+        channel.close()
+        server.stop(0)
+        rt.stop()
