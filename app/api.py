@@ -58,6 +58,9 @@ class MatchOut(BaseModel):
     model_version: str | None = None
     objective: float | None = None
     matched_at: float | None = Field(default=None, description="Unix seconds when the match was committed.")
+    assignment: dict[str, Any] | None = Field(default=None, description="Where the match is played, from the pool's "
+                                                                      "allocator: connection (host:port) and the "
+                                                                      "allocator's other fields.")
     accept_deadline: float | None = Field(default=None, description="While proposed in a ready check: Unix "
                                                                     "seconds (store clock) by which every player "
                                                                     "must accept.")

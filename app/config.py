@@ -82,6 +82,15 @@ class AcceptConfig(_Strict):
                                           "go back to the queue at their place.")
 
 
+class AllocatorConfig(_Strict):
+    """Where a committed match is sent to get a game server (:mod:`mgmatch.app.allocator`)."""
+
+    url: str = Field(pattern=r"^https?://[^\s]+$", max_length=2048,
+                     description="The allocator's HTTP endpoint; the match is POSTed to it as JSON.")
+    timeout_ms: Number = Field(default=2000.0, gt=0, le=60_000, description="Per attempt.")
+    retries: Integer = Field(default=2, ge=0, le=10, description="Attempts after the first, with a short backoff.")
+
+
 class DispatchConfig(_Strict):
     """When the matchmaker runs a solve, on which tickets (:mod:`mgmatch.solvers.dispatch`).
 
@@ -156,6 +165,10 @@ class PoolConfig(_Strict):
     accept: AcceptConfig | None = Field(
         default=None, description="Ready check: a formed match is proposed; every player must accept it "
                                   "(POST /v1/matches/{id}/accept) within timeout_s before it is matched.")
+    allocator: AllocatorConfig | None = Field(
+        default=None, description="Server handoff: a committed match is POSTed here; its answer's connection "
+                                  "goes into the tickets' match. On failure the players return to the queue at "
+                                  "their place.")
     skill_from: Literal["ticket", "ratings"] = Field(
         default="ticket", description="Where a player's skill comes from: the ticket's skill only, or (ratings) "
                                       "the player's stored rating mu when the ticket gives none (openskill "
@@ -177,6 +190,8 @@ class PoolConfig(_Strict):
             raise InvalidInput("team_sizes", f"needs {self.teams} entries (teams), got {len(self.team_sizes)}")
         if self.match_size > self.max_candidates:
             raise InvalidInput("max_candidates", f"{self.max_candidates} < players per match {self.match_size}")
+        if self.allocator is not None and self.accept is not None:
+            raise InvalidInput("allocator", "a pool with a ready check (accept) cannot have an allocator yet")
         if self.scan_window is not None and self.scan_window < self.match_size:
             raise InvalidInput("scan_window", f"{self.scan_window} < players per match {self.match_size}")
         rules = []

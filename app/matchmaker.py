@@ -30,6 +30,7 @@ from mgmatch.solvers.relax import RelaxConfig, parse_step, relax
 
 from . import metrics
 from .ab import Experiments, plan_for
+from .allocator import AllocationFailed, allocate
 from .backfill import Backfiller
 from .config import PoolConfig
 from .engine import Engine, seed_of
@@ -290,6 +291,18 @@ class JobRunner:
                              objective=sol.objective, status=sol.status)
         sel = set(selected)
         rest = [t for t in remaining if t.id not in sel]
+        allocator = getattr(self.pools[job.pool], "allocator", None)
+        if allocator is not None:  # server handoff: where the match is played, before it is committed
+            try:
+                result.assignment = allocate(allocator, {"match_id": match_id, "pool": job.pool, "teams": sol.teams,
+                                                         "region": sol.region})
+            except AllocationFailed as err:
+                back = self.store.release(job.pool, job.claim_id, selected)  # at their place: the queue's head
+                for tid in selected:
+                    self.store.set_unmatched_reason(job.pool, tid, f"no game server: the allocator failed: {err}")
+                metrics.TICKET_EVENTS.labels(job.pool, "requeued").inc(back)
+                log.warning("pool %s: match %s not allocated: %s", job.pool, match_id, err)
+                return False, rest
         record = match_record(job.pool, result, players, remaining)
         accept = getattr(self.pools[job.pool], "accept", None)
         if accept is not None:  # a ready check: proposed now, matched once every player accepts

@@ -277,6 +277,8 @@ def ticket_out(t: Ticket) -> dict[str, Any]:
         r = t.result
         out["match"] = {k: r.get(k) for k in ("match_id", "teams", "team", "region", "method", "arm",
                                               "model_version", "objective", "matched_at")}
+        if r.get("assignment"):
+            out["match"]["assignment"] = r["assignment"]
     if t.status == "proposed" and t.result and "accept_deadline" in t.result:  # in a ready check
         r = t.result
         out["match"] = {k: r.get(k) for k in ("match_id", "teams", "team", "region", "method", "arm",

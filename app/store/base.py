@@ -115,12 +115,16 @@ class MatchResult:
     model_version: str | None = None
     objective: float | None = None
     status: str | None = None
+    assignment: dict[str, Any] | None = None  # the allocator's answer: where the match is played
 
     def for_ticket(self, tid: str) -> dict[str, Any]:
-        return {"match_id": self.match_id, "teams": self.teams, "team": self.team_of_ticket[tid],
-                "region": self.region, "method": self.method, "arm": self.arm,
-                "model_version": self.model_version, "objective": self.objective, "solver_status": self.status,
-                "matched_at": time.time()}
+        out = {"match_id": self.match_id, "teams": self.teams, "team": self.team_of_ticket[tid],
+               "region": self.region, "method": self.method, "arm": self.arm,
+               "model_version": self.model_version, "objective": self.objective, "solver_status": self.status,
+               "matched_at": time.time()}
+        if self.assignment is not None:
+            out["assignment"] = self.assignment
+        return out
 
 
 BackfillStatus = Literal["open", "filled", "cancelled", "expired"]
