@@ -115,3 +115,30 @@ def test_config_refuses_a_bad_allocator_and_an_allocator_with_a_ready_check(tmp_
         PoolConfig(**base, allocator={"url": "http://x", "retries": 99})
     with pytest.raises(ValueError, match="allocator: a pool with a ready check"):
         PoolConfig(**base, allocator={"url": "http://x"}, accept={"timeout_s": 5})
+
+
+def test_the_agones_allocator_asks_for_a_fleets_server_and_answers_mgmatchs_shape():
+    import importlib.util
+
+    import yaml
+
+    folder = Path(__file__).resolve().parents[2] / "deploy" / "k8s" / "agones"
+    spec = importlib.util.spec_from_file_location("agones_allocator", folder / "allocator.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    req = mod.allocation_request({"match_id": "3v3.abc-0-x", "teams": [["a"], ["b"]]}, "mgmatch-game")
+    assert req["kind"] == "GameServerAllocation"
+    assert req["spec"]["selectors"] == [{"matchLabels": {"agones.dev/fleet": "mgmatch-game"}}]
+    assert req["spec"]["metadata"]["labels"]["mgmatch.io/match"] == "3v3.abc-0-x"
+    code, body = mod.answer_of({"state": "Allocated", "address": "1.2.3.4", "gameServerName": "gs-1",
+                                "ports": [{"name": "default", "port": 7001}]})
+    assert code == 200 and assignment_of(body) == {"connection": "1.2.3.4:7001", "gameserver": "gs-1"}
+    assert mod.answer_of({"state": "UnAllocated"})[0] == 503  # mgmatch retries, then requeues
+    docs = [d for name in ("allocator.yaml", "fleet.yaml") for d in yaml.safe_load_all((folder / name).read_text())]
+    kinds = {d["kind"] for d in docs}
+    assert kinds == {"ServiceAccount", "Role", "RoleBinding", "Deployment", "Service", "Fleet"}
+    role = next(d for d in docs if d["kind"] == "Role")
+    assert role["rules"] == [{"apiGroups": ["allocation.agones.dev"], "resources": ["gameserverallocations"],
+                              "verbs": ["create"]}]
+    kust = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    assert set(kust["resources"]) == {"allocator.yaml", "fleet.yaml"}
