@@ -249,10 +249,11 @@ class PlayerBusy(Conflict):
     """A new ticket names a player who already holds a live (queued or proposed) ticket, in any pool:
     HTTP 409 / gRPC ALREADY_EXISTS naming ``players[i].id`` and the ticket that holds the player."""
 
-    def __init__(self, index: int, player_id: str, holder: str):
+    def __init__(self, index: int, player_id: str, holder: str | None):
         self.field = f"players[{index}].id"
         self.player_id, self.holder = player_id, holder
-        super().__init__(f"player {player_id!r} already holds live ticket {holder}")
+        super().__init__(f"player {player_id!r} already holds live ticket {holder}" if holder is not None else
+                         f"player {player_id!r} is being queued by other requests right now; retry")
 
 
 class StoreUnavailable(Exception):

@@ -88,7 +88,7 @@ class RedisTickets(RedisCore, TicketStore):
             if not slots:
                 break
         for t, i, pid in slots:  # still contested after every round: creates of this player keep racing
-            refused.setdefault(t.id, PlayerBusy(i, pid, dead.get((t.id, pid), "?")))
+            refused.setdefault(t.id, PlayerBusy(i, pid, None))
         back = [kv for t in tickets if t.id in refused for kv in self._unlock_kvs(t)]
         if back:
             yield ("script", "player_unlock", back)
@@ -130,7 +130,7 @@ class RedisTickets(RedisCore, TicketStore):
                     h = next(holders)
                     if busy is None and h and h != t.id:
                         busy = PlayerBusy(i, p["id"], h)
-                out[j] = busy or PlayerBusy(0, t.players[0]["id"], "(a concurrent create of this player)")
+                out[j] = busy or PlayerBusy(0, t.players[0]["id"], None)
         return out
 
     def _run(self, req: tuple) -> list:
