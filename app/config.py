@@ -75,6 +75,23 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+class AcceptConfig(_Strict):
+    """A pool's ready check: a formed match is proposed to its players, who accept or decline it."""
+
+    timeout_s: Number = Field(default=20.0, gt=0, le=600,
+                              description="Players who have not accepted by then: their tickets expire, the others "
+                                          "go back to the queue at their place.")
+
+
+class AllocatorConfig(_Strict):
+    """Where a committed match is sent to get a game server (:mod:`mgmatch.app.allocator`)."""
+
+    url: str = Field(pattern=r"^https?://[^\s]+$", max_length=2048,
+                     description="The allocator's HTTP endpoint; the match is POSTed to it as JSON.")
+    timeout_ms: Number = Field(default=2000.0, gt=0, le=60_000, description="Per attempt.")
+    retries: Integer = Field(default=2, ge=0, le=10, description="Attempts after the first, with a short backoff.")
+
+
 class DispatchConfig(_Strict):
     """When the matchmaker runs a solve, on which tickets (:mod:`mgmatch.solvers.dispatch`).
 
@@ -146,6 +163,17 @@ class PoolConfig(_Strict):
     max_inflight_jobs: Integer = Field(default=4, ge=1, le=1000,
                                    description="With separate solver workers: claim no more candidates while this "
                                                "many of the pool's solve jobs wait or run (backpressure).")
+    accept: AcceptConfig | None = Field(
+        default=None, description="Ready check: a formed match is proposed; every player must accept it "
+                                  "(POST /v1/matches/{id}/accept) within timeout_s before it is matched.")
+    allocator: AllocatorConfig | None = Field(
+        default=None, description="Server handoff: a committed match is POSTed here; its answer's connection "
+                                  "goes into the tickets' match. On failure the players return to the queue at "
+                                  "their place.")
+    skill_from: Literal["ticket", "ratings"] = Field(
+        default="ticket", description="Where a player's skill comes from: the ticket's skill only, or (ratings) "
+                                      "the player's stored rating mu when the ticket gives none (openskill "
+                                      "scale: a new player is 25).")
     feature_dim: Integer | None = Field(default=None, ge=1, description="Filled from the engagement model at start-up.")
 
     @field_validator("team_sizes")
@@ -163,6 +191,8 @@ class PoolConfig(_Strict):
             raise InvalidInput("team_sizes", f"needs {self.teams} entries (teams), got {len(self.team_sizes)}")
         if self.match_size > self.max_candidates:
             raise InvalidInput("max_candidates", f"{self.max_candidates} < players per match {self.match_size}")
+        if self.allocator is not None and self.accept is not None:
+            raise InvalidInput("allocator", "a pool with a ready check (accept) cannot have an allocator yet")
         if self.scan_window is not None and self.scan_window < self.match_size:
             raise InvalidInput("scan_window", f"{self.scan_window} < players per match {self.match_size}")
         rules = []
