@@ -39,6 +39,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from mgmatch.core.errors import InvalidInput, describe, join
 
 from . import metrics, service
+from .api_events import add_event_routes
 from .runtime import Runtime, SolvePoolFull
 from .security import OWNER_SCOPE_KEY, Guard
 from .service import STORE_ERRORS, BackfillIn, NotFound, ResultIn, TicketIn, backfill_out, ticket_out
@@ -409,6 +410,7 @@ def create_app(rt: Runtime) -> FastAPI:
             return _answer(err, rt, conflict_code="ALREADY_EXISTS", conflict_field="result")
         return JSONResponse(out, status_code=202)
 
+    add_event_routes(app, rt, _errors, _V1_ERRORS)
     return app
 
 

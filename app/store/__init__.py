@@ -24,6 +24,7 @@ from .base import (
 from .memory import MemoryStore
 from .protocols import (
     BackfillStore,
+    EventStore,
     InferenceStore,
     JobStore,
     LeaseStore,
@@ -35,7 +36,7 @@ from .protocols import (
 from .redis import RedisStore
 
 __all__ = ["MATCH_MAX_COUNT", "MATCH_RETENTION_S", "RETENTION_S", "Backfill", "BackfillStore", "Conflict",
-           "InferenceStore", "JobStore", "LeaseStore", "MatchRecord", "MatchResult", "MemoryStore", "RecordStore",
+           "EventStore", "InferenceStore", "JobStore", "LeaseStore", "MatchRecord", "MatchResult", "MemoryStore", "RecordStore",
            "RedisStore", "StatsStore", "Store", "StoreUnavailable", "Ticket", "TicketStatus", "TicketStore",
            "make_store", "match_pool", "new_ticket_id", "pool_of", "wait_reachable"]
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 from ..protocols import Store
 from .backfills import MemoryBackfills
 from .core import MemoryCore
+from .events import MemoryEvents
 from .records import MemoryRecords
 from .stats import MemoryStats
 from .tickets import MemoryTickets
 
-__all__ = ["MemoryBackfills", "MemoryCore", "MemoryRecords", "MemoryStats", "MemoryStore", "MemoryTickets"]
+__all__ = ["MemoryBackfills", "MemoryCore", "MemoryEvents", "MemoryRecords", "MemoryStats", "MemoryStore", "MemoryTickets"]
 
 
-class MemoryStore(MemoryTickets, MemoryRecords, MemoryBackfills, MemoryStats, Store):
+class MemoryStore(MemoryTickets, MemoryRecords, MemoryBackfills, MemoryStats, MemoryEvents, Store):
     """Everything in one process, behind one lock. The embedded default."""

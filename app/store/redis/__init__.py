@@ -42,6 +42,7 @@ from .core import (
     cluster_node_url,
 )
 from .errors import _CONNECTION_MODULES, _UNAVAILABLE, _guard, _unavailable
+from .events import RedisEvents
 from .inference import RedisInference
 from .jobs import RedisJobs
 from .leases import RedisLeases
@@ -50,12 +51,12 @@ from .stats import RedisStats
 from .tickets import RedisTickets
 
 __all__ = ["CALL_TIMEOUT_S", "SCRIPTS", "_CLIENT_OPTIONS", "_CONNECTION_MODULES", "_SOURCES", "_UNAVAILABLE",
-           "RedisBackfills", "RedisCore", "RedisInference", "RedisJobs", "RedisLeases", "RedisRecords",
+           "RedisBackfills", "RedisCore", "RedisEvents", "RedisInference", "RedisJobs", "RedisLeases", "RedisRecords",
            "RedisStats", "RedisStore", "RedisTickets", "_LazyCluster", "_guard", "_lua", "_unavailable",
            "cluster_node_url"]
 
 
-class RedisStore(RedisTickets, RedisRecords, RedisBackfills, RedisStats, RedisJobs, RedisInference, RedisLeases,
-                 Store):
+class RedisStore(RedisTickets, RedisRecords, RedisBackfills, RedisStats, RedisEvents, RedisJobs, RedisInference,
+                 RedisLeases, Store):
     """Production store: every concern on one client and key prefix. Thread-safe (redis-py pools
     connections)."""
