@@ -42,6 +42,8 @@ from .config import WebhookConfig
 from .store import StoreUnavailable
 
 log = logging.getLogger("mgmatch.webhooks")
+# httpx logs every request at INFO: one line per delivery would flood the service's log
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 #: entries another deliverer read and left unacknowledged this long are taken over (it died)
 CLAIM_IDLE_MS = 30_000
