@@ -16,7 +16,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 from sse_helpers import Listener  # noqa: E402
-from svc_helpers import client, features, poll, service_config  # noqa: E402
+from svc_helpers import client, features, free_port, poll, service_config  # noqa: E402
 
 from mgmatch.app.runtime import Runtime
 from mgmatch.app.settings import Settings
@@ -266,3 +266,64 @@ def test_bad_webhook_config_names_the_field(tmp_path, hook, field):
     with pytest.raises(InvalidInput) as err:
         parse_config(yaml.safe_load(_config(tmp_path, [hook]).read_text()))
     assert err.value.field == f"config.{field}", str(err.value)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_a_restarted_deliverer_resumes_what_it_had_not_delivered(tmp_path, store, request):
+    """Delivery state lives in the store: a deliverer stopped while its receiver was down leaves the events
+    pending; a new one under the same consumer name delivers them, each once the receiver answers."""
+    from mgmatch.app.config import WebhookConfig
+    from mgmatch.app.store import RedisStore, Ticket, new_ticket_id
+    from mgmatch.app.webhooks import Deliverer
+
+    def make_store():
+        if store == "memory":
+            return shared
+        url, prefix = request.getfixturevalue("redis_url")
+        return RedisStore.from_url(url, prefix=prefix)
+
+    shared = MemoryStore()
+    s1 = make_store()
+    down = f"http://127.0.0.1:{free_port()}/hook"  # nothing listens there
+    hook = WebhookConfig(url=down, secret=SECRET, backoff_s=5, name="h")
+    d1 = Deliverer(s1, [hook], ["p"], "host-webhooks")
+    d1.step()  # the group starts here
+    now = time.time()
+    ids = [s1.create(Ticket(new_ticket_id("p"), "p", [{"id": f"u{i}", "features": [1.0]}], now, now + 60))[0].id
+           for i in range(3)]
+    def tried_once() -> bool:
+        d1.step()
+        return len(d1._retries) == 3  # read, tried once (refused), waiting to retry
+
+    poll(tried_once, timeout=10)
+    d1.stop()
+    rec = Receiver()
+    try:
+        s2 = make_store()
+        d2 = Deliverer(s2, [WebhookConfig(url=rec.url, secret=SECRET, backoff_s=5, name="h")], ["p"],
+                       "host-webhooks").start()
+        poll(lambda: len(rec.calls) >= 3, timeout=20)
+        time.sleep(0.3)
+        d2.stop()
+        assert sorted(json.loads(c["body"])["ticket"]["id"] for c in rec.calls) == sorted(ids)
+        assert s2.read_deliveries("p", "webhook:h", "host-webhooks", pending=True) == []  # acknowledged
+    finally:
+        rec.close()
+
+
+def test_a_hanging_receiver_slows_neither_the_api_nor_the_matches(tmp_path, live):
+    rec = Receiver(delay_s=4.0)
+    hooks = [{"url": rec.url, "secret": SECRET, "timeout_s": 10, "max_in_flight": 2}]
+    srv = live(_runtime(tmp_path, {}, webhooks=hooks))
+    try:
+        with client(srv.url) as c:
+            times, ids = [], []
+            for i in range(12):
+                t0 = time.perf_counter()
+                ids.append(_ticket(c, f"hang{i}", i))
+                times.append(time.perf_counter() - t0)
+            poll(lambda: all(c.get(f"/v1/tickets/{t}").json()["status"] == "matched" for t in ids), timeout=20)
+            assert max(times) < 1.0, times
+            assert len(rec.calls) <= 4  # only max_in_flight (2) at a time reach the hanging receiver
+    finally:
+        rec.close()
