@@ -23,6 +23,9 @@ from mgmatch.app.settings import Settings
 from mgmatch.app.store import MemoryStore
 from mgmatch.app.webhooks import verify
 
+#: the tests here start a uvicorn server or a webhook receiver
+pytestmark = pytest.mark.service
+
 STORES = ["memory", pytest.param("redis", marks=pytest.mark.redis)]
 
 

@@ -22,7 +22,7 @@ from svc_helpers import ServeProcess, features, free_port, poll, service_config 
 
 from mgmatch.app.store import RedisStore, Ticket, new_ticket_id
 
-pytestmark = pytest.mark.redis
+pytestmark = [pytest.mark.redis, pytest.mark.service]
 
 
 class PersistentRedis:

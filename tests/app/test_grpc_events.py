@@ -19,6 +19,8 @@ from svc_helpers import client, features, free_port, poll, service_config  # noq
 from mgmatch.app.rpc import matchmaker_pb2 as pb  # noqa: E402
 from mgmatch.app.rpc import matchmaker_pb2_grpc as pb_grpc  # noqa: E402
 
+pytestmark = pytest.mark.service  # a real `mgmatch serve` process
+
 KEYS = [("x-api-key", "k1")]
 
 
