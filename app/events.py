@@ -9,6 +9,12 @@ An event's ``id`` is its log entry id (``<ms>-<seq>``: the store clock's millise
 client sends back as ``Last-Event-ID`` to resume; its ``data`` is the ticket as ``GET /v1/tickets/{id}``
 shows it at that event (:func:`snapshot`).
 
+Adding an event type (e.g. a ready check's ``proposed``): emit it where the ticket changes, in the same
+atomic step, with ``emit(events_key, maxlen, kind, ticket_id, field, value, …)`` of ``lua/lib.lua`` in a
+Redis script and ``self._event(kind, ticket, **fields)`` under the memory store's lock; add its row to
+:data:`EVENT_TYPES` (public name, whether it ends the ticket's stream, the status its snapshot shows).
+SSE, gRPC, webhooks and the webhook config's ``events`` list pick it up from there.
+
 Retention: a pool's log keeps about ``EVENTS_MAXLEN`` (100,000) entries in Redis, ``max_events`` (10,000)
 per pool in memory. A client resuming from an id older than what is kept gets one ``resync`` event (the
 ticket as it is now, or for a pool stream ``{"pool", "last_event_id"}``) and then the stream from the

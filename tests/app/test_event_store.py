@@ -71,3 +71,14 @@ def test_delivery_groups_deliver_once_resume_pending_and_dead_letter(store):
     dead = store.delivery_dead_letters("p")
     assert dead[0][0] == did and dead[0][1]["error"] == "HTTP 500" and dead[0][1]["entry"] == got[1][0]
     assert [e for e, _ in store.read_deliveries("p", "webhook:a", "c2", pending=True)] == [got[2][0]]
+
+
+def test_an_expired_event_carries_its_reason_only_when_there_is_one(store):
+    ids = queued_tickets(store, 2, pool="p", ttl=0.3)
+    assert store.claim("p", [ids[0]], "p.m1", time.time() + 30)
+    assert store.expire_ticket("p", ids[0], "p.m1", "no longer fits the pool")
+    time.sleep(0.4)
+    store.reap("p")
+    ended = [f for _, f in store.read_events("p", "0-0") if f["event"] == "expired"]
+    assert ended == [{"event": "expired", "ticket": ids[0], "reason": "no longer fits the pool"},
+                     {"event": "expired", "ticket": ids[1]}]
