@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import threading
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -33,6 +35,34 @@ from .service import STORE_ERRORS
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _SSE_DOC = {200: {"description": "text/event-stream: `id`, `event`, `data` (the ticket as GET shows it).",
                   "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
+
+
+#: set when the process is asked to stop: open streams end (within a store read, ≤ 1 s) so that the
+#: server's graceful shutdown, which waits for every response to finish, is not held open by them
+STOPPING = threading.Event()
+
+
+def _end_streams_on_signals() -> None:
+    """Chain SIGTERM and SIGINT (uvicorn's handlers, installed while it serves) so that they also end the
+    open event streams; clients reconnect to another replica with their Last-Event-ID. Only the main
+    thread can do it (a server run on another thread, as in tests, ends its streams when it is dropped)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        prev = signal.getsignal(sig)
+        if getattr(prev, "_ends_streams", False):
+            continue
+
+        def handler(signum, frame, prev=prev):
+            STOPPING.set()
+            if callable(prev):
+                prev(signum, frame)
+            elif prev == signal.SIG_DFL:
+                signal.signal(signum, signal.SIG_DFL)
+                signal.raise_signal(signum)
+
+        handler._ends_streams = True
+        signal.signal(sig, handler)
 
 
 def _last_id(value: str | None) -> str | None:
@@ -65,6 +95,7 @@ def add_event_routes(app: FastAPI, rt: Runtime, errors: Callable[..., dict[int, 
         return request.scope.get(OWNER_SCOPE_KEY)
 
     def stream(gen) -> StreamingResponse:
+        _end_streams_on_signals()
         body = events.sse_stream(gen, rt.settings.sse_heartbeat_s, _store_error)
         return StreamingResponse(body, media_type="text/event-stream", headers=_SSE_HEADERS)
 
@@ -76,7 +107,7 @@ def add_event_routes(app: FastAPI, rt: Runtime, errors: Callable[..., dict[int, 
         after = _last_id(last_event_id)
         t = await rt.store.aget(service.lookup_id(ticket_id))
         t = service.owned(t, ticket_id, owner_of(request))
-        return stream(events.watch_ticket(rt.store, t, after))
+        return stream(events.watch_ticket(rt.store, t, after, STOPPING.is_set))
 
     @app.get("/v1/events", tags=["events"], response_class=StreamingResponse,
              responses={**_SSE_DOC, **errors(*common)},
@@ -86,7 +117,7 @@ def add_event_routes(app: FastAPI, rt: Runtime, errors: Callable[..., dict[int, 
         after = _last_id(last_event_id)
         _pool(rt, pool)
         await asyncio.to_thread(rt.store.last_event_id, pool)  # a store that is down answers 503 here
-        return stream(events.watch_pool(rt.store, pool, owner_of(request), after))
+        return stream(events.watch_pool(rt.store, pool, owner_of(request), after, STOPPING.is_set))
 
     @app.get("/v1/webhooks/dead-letters", tags=["events"], responses=errors(*common),
              summary="Webhook deliveries given up on after their retries (newest first, the caller's tickets).")

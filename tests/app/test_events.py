@@ -330,3 +330,28 @@ def test_a_hanging_receiver_slows_neither_the_api_nor_the_matches(tmp_path, live
             assert len(rec.calls) <= 4  # only max_in_flight (2) at a time reach the hanging receiver
     finally:
         rec.close()
+
+
+def test_open_streams_end_when_the_server_is_asked_to_stop():
+    """A graceful shutdown waits for every response: open event streams must end on SIGTERM, not hold
+    the process (the clients reconnect elsewhere with their Last-Event-ID)."""
+    from svc_helpers import ServeProcess
+
+    with ServeProcess() as srv:
+        pool = Listener(f"{srv.url}/v1/events?pool=3v3").__enter__()
+        t = httpx_post_ticket(srv.url)
+        one = Listener(f"{srv.url}/v1/tickets/{t}/events").__enter__()
+        one.wait_for(lambda ev: len(ev) == 1)
+        t0 = time.time()
+        srv.proc.terminate()
+        srv.proc.wait(15)
+        assert time.time() - t0 < 10
+        assert pool.done.wait(5) and one.done.wait(5)
+
+
+def httpx_post_ticket(url: str) -> str:
+    import httpx
+
+    r = httpx.post(url + "/v1/tickets", json={"pool": "3v3", "players": [{"id": "s", "features": [0.0] * 196}]})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
