@@ -18,7 +18,8 @@ SSE, gRPC, webhooks and the webhook config's ``events`` list pick it up from the
 Retention: a pool's log keeps about ``EVENTS_MAXLEN`` (100,000) entries in Redis, ``max_events`` (10,000)
 per pool in memory. A client resuming from an id older than what is kept gets one ``resync`` event (the
 ticket as it is now, or for a pool stream ``{"pool", "last_event_id"}``) and then the stream from the
-oldest kept entry on: it should GET the tickets it cares about.
+oldest kept entry on: it should GET the tickets it cares about. The ``resync`` event's id is the newest
+trimmed entry's, so a client that reconnects with it gets the kept entries without another ``resync``.
 """
 
 from __future__ import annotations
@@ -118,6 +119,16 @@ def entry_ms(entry_id: str) -> float:
     return int(entry_id.partition("-")[0]) / 1000
 
 
+def _key(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def missed(after: str, last_trimmed: str) -> bool:
+    """Whether a reader resuming after ``after`` missed trimmed entries."""
+    return _key(last_trimmed) > _key(after)
+
+
 def start_after(t: Ticket) -> str:
     """The log id just before the ticket's creation: its own stream starts here."""
     return f"{max(0, int(t.created_at * 1000) - 1)}-0"
@@ -160,9 +171,11 @@ async def watch_ticket(store: Store, t: Ticket, after: str | None,
     one. Yields None when a read found nothing (a moment for the caller's heartbeat)."""
     pool = t.pool
     cursor = after or start_after(t)
-    if after is not None and await asyncio.to_thread(store.events_trimmed_after, pool, after):
+    trimmed = None if after is None else await asyncio.to_thread(store.last_trimmed_event_id, pool)
+    if trimmed is not None and missed(after, trimmed):
+        # its id is where the kept entries start: a client resuming from it misses nothing more
         current = await store.aget(t.id) or t
-        yield Event(await asyncio.to_thread(store.last_event_id, pool), RESYNC, pool, ticket_out(current))
+        yield Event(trimmed, RESYNC, pool, ticket_out(current))
         if current.status in ("matched", "cancelled", "expired"):
             return
     while not stop():
@@ -190,9 +203,9 @@ async def watch_pool(store: Store, pool: str, owner: str | None, after: str | No
         cursor = await asyncio.to_thread(store.last_event_id, pool)
     else:
         cursor = after
-        if await asyncio.to_thread(store.events_trimmed_after, pool, after):
-            last = await asyncio.to_thread(store.last_event_id, pool)
-            yield Event(last, RESYNC, pool, {"pool": pool, "last_event_id": last})
+        trimmed = await asyncio.to_thread(store.last_trimmed_event_id, pool)
+        if missed(after, trimmed):
+            yield Event(trimmed, RESYNC, pool, {"pool": pool, "last_event_id": trimmed})
     cache = _Owners()
     while not stop():
         entries = await store.aread_events(pool, cursor, 200, READ_BLOCK_MS)
@@ -226,9 +239,10 @@ def watch_ticket_sync(store: EventStore, get: Callable[[str], Ticket | None], t:
                       stop: Callable[[], bool]) -> Iterator[Event | None]:
     """:func:`watch_ticket` for a thread (the gRPC server)."""
     pool, cursor = t.pool, after or start_after(t)
-    if after is not None and store.events_trimmed_after(pool, after):
+    trimmed = None if after is None else store.last_trimmed_event_id(pool)
+    if trimmed is not None and missed(after, trimmed):
         current = get(t.id) or t
-        yield Event(store.last_event_id(pool), RESYNC, pool, ticket_out(current))
+        yield Event(trimmed, RESYNC, pool, ticket_out(current))
         if current.status in ("matched", "cancelled", "expired"):
             return
     while not stop():
@@ -251,8 +265,9 @@ def watch_pool_sync(store: Store, pool: str, owner: str | None, after: str | Non
                     stop: Callable[[], bool]) -> Iterator[Event | None]:
     """:func:`watch_pool` for a thread (the gRPC server)."""
     cursor = store.last_event_id(pool) if after is None else after
-    if after is not None and store.events_trimmed_after(pool, after):
-        yield Event(store.last_event_id(pool), RESYNC, pool, {"pool": pool, "last_event_id": cursor})
+    trimmed = None if after is None else store.last_trimmed_event_id(pool)
+    if trimmed is not None and missed(after, trimmed):
+        yield Event(trimmed, RESYNC, pool, {"pool": pool, "last_event_id": trimmed})
     cache = _Owners()
     while not stop():
         entries = store.read_events(pool, cursor, 200, READ_BLOCK_MS)

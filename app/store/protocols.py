@@ -332,8 +332,8 @@ class EventStore(Protocol):
     :mod:`mgmatch.app.events` for their public names) is appended to its pool's log in the same atomic
     step as the change. An entry id is ``<ms>-<seq>`` (a Redis stream id: the store clock's milliseconds,
     then a sequence), increasing within a pool. The log keeps about ``EVENTS_MAXLEN`` entries per pool
-    (memory: ``max_events``); older ones are trimmed, and :meth:`events_trimmed_after` tells a reader
-    resuming from an id whether it missed some. A delivery group (one per webhook) reads the log at its
+    (memory: ``max_events``); older ones are trimmed, and :meth:`last_trimmed_event_id` tells a reader
+    resuming from an older id that it missed some. A delivery group (one per webhook) reads the log at its
     own pace: an entry read and not acknowledged stays pending for that group until it is acknowledged
     or dead-lettered, so a restarted deliverer resumes it.
     """
@@ -355,8 +355,9 @@ class EventStore(Protocol):
         """The id of the pool's newest entry ("0-0" when the log is empty)."""
 
     @abstractmethod
-    def events_trimmed_after(self, pool: str, after: str) -> bool:
-        """Whether entries newer than ``after`` were trimmed away (a reader resuming there missed some)."""
+    def last_trimmed_event_id(self, pool: str) -> str:
+        """The newest id trimmed from the pool's log ("0-0" when none was): a reader resuming from an older
+        id missed the entries in between; resuming from this one, it gets the oldest kept on."""
 
     @abstractmethod
     def read_deliveries(self, pool: str, group: str, consumer: str, count: int = 100,

@@ -76,9 +76,9 @@ class MemoryEvents(MemoryCore, EventStore):
             log = self._log.get(pool)
             return _str(log[-1][0]) if log else "0-0"
 
-    def events_trimmed_after(self, pool: str, after: str) -> bool:
+    def last_trimmed_event_id(self, pool: str) -> str:
         with self._lock:
-            return self._log_trimmed.get(pool, (0, 0)) > _id(after)
+            return _str(self._log_trimmed.get(pool, (0, 0)))
 
     def read_deliveries(self, pool: str, group: str, consumer: str, count: int = 100,
                         pending: bool = False) -> list[tuple[str, dict[str, str]]]:

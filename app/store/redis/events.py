@@ -17,11 +17,6 @@ from .core import RedisCore
 from .errors import _guard_public
 
 
-def _id(entry_id: str) -> tuple[int, int]:
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
-
-
 @_guard_public
 class RedisEvents(RedisCore, EventStore):
     """The pools' events streams and the webhooks' consumer groups on them."""
@@ -45,15 +40,14 @@ class RedisEvents(RedisCore, EventStore):
         last = self.r.xrevrange(self.keys.events(pool), count=1)
         return last[0][0] if last else "0-0"
 
-    def events_trimmed_after(self, pool: str, after: str) -> bool:
+    def last_trimmed_event_id(self, pool: str) -> str:
         try:
             info = self.r.xinfo_stream(self.keys.events(pool))
         except rex.ResponseError as err:  # no stream yet: nothing was ever trimmed
             if "no such key" in str(err).lower():
-                return False
+                return "0-0"
             raise
-        deleted = info.get("max-deleted-entry-id") or "0-0"
-        return _id(deleted) > _id(after)
+        return info.get("max-deleted-entry-id") or "0-0"
 
     def _new_group(self, stream: str, group: str) -> None:
         """A webhook's group starts at the stream's end: a webhook added to the config gets the events from
