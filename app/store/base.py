@@ -222,8 +222,11 @@ class MatchRecord:
         per_player = self.result.get("players") or {}
         teams = [[{**p, "engagement": per_player[p["id"]]} if p["id"] in per_player else dict(p) for p in team]
                  for team in self.teams]
-        return {"format": "mgmatch-matchlog/v1", "match_id": self.match_id, "time": self.time, "teams": teams,
+        line = {"format": "mgmatch-matchlog/v1", "match_id": self.match_id, "time": self.time, "teams": teams,
                 "engagement": self.result["engagement"]}
+        # optional §5 fields: the A/B arm that formed the match and the model version it was formed with
+        line.update({k: v for k, v in (("arm", self.arm), ("model_version", self.model_version)) if v is not None})
+        return line
 
 
 class Conflict(Exception):
