@@ -32,6 +32,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from . import metrics
 from .service import ticket_out
 from .store import EventStore, Store, Ticket
 
@@ -288,6 +289,7 @@ async def sse_stream(events: AsyncIterator[Event | None], heartbeat_s: float = H
     client reconnects with its Last-Event-ID and misses nothing)."""
     yield "retry: 1000\n\n"
     last = time.monotonic()
+    metrics.EVENT_STREAMS.labels("sse").inc()
     try:
         async for ev in events:
             if ev is None:
@@ -301,3 +303,5 @@ async def sse_stream(events: AsyncIterator[Event | None], heartbeat_s: float = H
         if on_error is None:
             raise
         yield on_error(err)
+    finally:
+        metrics.EVENT_STREAMS.labels("sse").dec()

@@ -233,9 +233,11 @@ def _watch(fn):
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"body: {request.reason}")
             if not self.streams.acquire(blocking=False):
                 context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "streams: every watch slot of this server is busy")
+            metrics.EVENT_STREAMS.labels("grpc").inc()
             try:
                 yield from fn(self, request, context)
             finally:
+                metrics.EVENT_STREAMS.labels("grpc").dec()
                 self.streams.release()
         except Exception:
             code = context.code().name if context.code() is not None else "UNKNOWN"

@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from . import events
+from . import events, metrics
 from .config import WebhookConfig
 from .store import StoreUnavailable
 
@@ -226,7 +226,9 @@ class Deliverer:
             ok, d.error = False, f"{type(err).__name__}: {err}"[:300]
         except Exception as err:  # noqa: BLE001 - a delivery never takes its sender thread down
             ok, d.error = False, f"{type(err).__name__}: {err}"[:300]
+        metrics.WEBHOOK_DELIVERIES.labels(r.hook.id, "delivered" if ok else "failed").inc()
         if ok:
+            metrics.WEBHOOK_SECONDS.labels(r.hook.id).observe(max(0.0, time.time() - events.entry_ms(d.entry)))
             self._done(r, d.pool, d.entry)
             with self._lock:
                 self.delivered += 1
@@ -269,6 +271,7 @@ class Deliverer:
                                   "owner": d.owner, "payload": json.loads(d.body)}
         try:
             self.store.dead_letter_delivery(d.pool, r.group, d.entry, fields)
+            metrics.WEBHOOK_DELIVERIES.labels(r.hook.id, "dead_lettered").inc()
             with self._lock:
                 self.dead += 1
         except StoreUnavailable:  # still pending in the store: retried from the start after a restart

@@ -231,6 +231,11 @@ def test_webhook_delivered_signed_and_retried_against_a_failing_receiver(tmp_pat
         assert {json.loads(v[0]["body"])["ticket"]["id"] for v in by_id.values()} == set(ids)
         time.sleep(0.5)
         assert len(rec.calls) == 18  # acknowledged: never sent again
+        text = client(srv.url).get("/metrics").text
+        hook = rt.config.webhooks[0].id
+        assert f'mgmatch_webhooks_deliveries_total{{outcome="delivered",webhook="{hook}"}} 6.0' in text
+        assert f'mgmatch_webhooks_deliveries_total{{outcome="failed",webhook="{hook}"}} 12.0' in text
+        assert f'mgmatch_webhooks_delivery_seconds_count{{webhook="{hook}"}} 6.0' in text
     finally:
         rec.close()
 
