@@ -191,6 +191,23 @@ def save_engagement(model: EngagementModel, path: str | Path) -> None:
     Path(path).write_text(json.dumps(model.to_json()))
 
 
+def head_gradient(model: EngagementModel, t: np.ndarray) -> np.ndarray:
+    """∂head/∂t: the head MLP's gradient at the concatenated team embeddings ``t`` (backpropagation
+    through its ReLU layers; the output layer is linear). Shapes: t [D·E] → [D·E]."""
+    layers = model.head_weights
+    acts, h = [], t
+    for k, (w, b) in enumerate(layers):
+        a = w @ h + b
+        acts.append(a)
+        h = np.maximum(a, 0.0) if k < len(layers) - 1 else a
+    g = np.ones(1)
+    for k in range(len(layers) - 1, -1, -1):
+        if k < len(layers) - 1:
+            g = g * (acts[k] > 0)
+        g = layers[k][0].T @ g
+    return g
+
+
 def engagement_gradient(model: EngagementModel, emb: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
     """∂EnG/∂x_ij at the uniform fractional assignment x̄_ij = K_j / N (column ``eng_grad``).
 
@@ -200,16 +217,4 @@ def engagement_gradient(model: EngagementModel, emb: np.ndarray, sizes: tuple[in
     N, E = emb.shape
     D = len(sizes)
     t = np.concatenate([emb.sum(0) * (sizes[j] / N) for j in range(D)])
-    acts, h = [], t
-    layers = model.head_weights
-    for k, (w, b) in enumerate(layers):
-        a = w @ h + b
-        acts.append(a)
-        h = np.maximum(a, 0.0) if k < len(layers) - 1 else a
-    g = np.ones(1)
-    for k in range(len(layers) - 1, -1, -1):
-        w = layers[k][0]
-        if k < len(layers) - 1:
-            g = g * (acts[k] > 0)
-        g = w.T @ g
-    return emb @ g.reshape(D, E).T
+    return emb @ head_gradient(model, t).reshape(D, E).T
