@@ -365,3 +365,47 @@ def httpx_post_ticket(url: str) -> str:
     r = httpx.post(url + "/v1/tickets", json={"pool": "3v3", "players": [{"id": "s", "features": [0.0] * 196}]})
     assert r.status_code == 201, r.text
     return r.json()["id"]
+
+
+@pytest.mark.redis
+def test_the_webhooks_worker_process_delivers_from_redis(tmp_path, redis_url):
+    """``mgmatch worker webhooks``: the separate deliverer process of a Redis deployment."""
+    import os
+    import subprocess
+
+    from svc_helpers import MAIN
+
+    from mgmatch.app.store import RedisStore, Ticket, new_ticket_id
+
+    url, prefix = redis_url
+    rec = Receiver()
+    cfg = _config(tmp_path, [{"url": rec.url, "secret": SECRET, "name": "w"}])
+    proc = subprocess.Popen([*MAIN, "worker", "webhooks", "--config", str(cfg), "--redis-url", url,
+                             "--metrics-port", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "MGMATCH_KEY_PREFIX": prefix, "MGMATCH_WORKER_ID": "test-webhooks"})
+    store = RedisStore.from_url(url, prefix=prefix)
+    try:
+        # the worker's group exists once it has read the pool once: only events after that are its
+        poll(lambda: any(g["name"] == "webhook:w" for g in _groups(store, "small")), timeout=60)
+        now = time.time()
+        t = store.create(Ticket(new_ticket_id("small"), "small", [{"id": "ww", "features": features(0)}],
+                                now, now + 60))[0]
+        poll(lambda: rec.calls, timeout=20)
+        body = json.loads(rec.calls[0]["body"])
+        assert body["type"] == "queued" and body["ticket"]["id"] == t.id
+        assert verify(SECRET, rec.calls[0]["headers"]["x-mgmatch-signature"], rec.calls[0]["body"])
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+        store.close()
+        rec.close()
+    assert proc.returncode in (0, -15), err[-2000:]
+
+
+def _groups(store, pool: str) -> list[dict]:
+    import redis
+
+    try:
+        return store.r.xinfo_groups(store.keys.events(pool))
+    except redis.ResponseError:
+        return []
