@@ -51,7 +51,7 @@ class EventType:
 #: ``backfilled``, see :func:`public_type`); the flow's ``proposed``/``declined`` transitions add rows here
 EVENT_TYPES: dict[str, EventType] = {
     "created": EventType("queued", terminal=False, status="queued"),
-    "requeued": EventType("queued", terminal=False, status="queued"),
+    "queued": EventType("queued", terminal=False, status="queued"),  # back in the queue after a ready check
     "proposed": EventType("proposed", terminal=False, status="proposed"),
     "matched": EventType("matched", terminal=True),
     "backfilled": EventType("backfilled", terminal=True),

@@ -46,6 +46,7 @@ from mgmatch.core.solution import Solution
 from ..enumerate import best_assignment
 from ..gradient import GradientPredictor
 from ..interface import Budget, register
+from ..lobby import lobby_answer
 from ..mip import SCIP_READS, BuildClock, BuildInterrupted, MipModel, released
 from ..moves import warm as warm_moves
 from ..pas import TR_DELTA, TR_FRACTION
@@ -58,6 +59,7 @@ from ..policy import (
     enumerate_chunk,
     gate_budget_ms,
     gate_verdict,
+    lobby_path,
     record_enumeration,
     use_trained_predictor,
 )
@@ -244,6 +246,8 @@ class MGMatchSolver(PipelineSteps):
         that freeing its SCIP models takes after the answer (:data:`TEARDOWN`) is kept back from the
         budget, and counts in the answer's ``time_ms``."""
         budget = budget.or_default(self.default_time_limit_ms)
+        if self.policy == "auto" and lobby_path(problem):  # large lobbies: before compiling (policy.lobby_path)
+            return lobby_answer(problem, budget, self.name)
         size = BuildClock.size(problem.compiled)
         keep = 0.0
         if budget.time_limit_ms is not None:

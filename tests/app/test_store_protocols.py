@@ -19,6 +19,8 @@ CONCERNS = {
     "backfills": (protocols.BackfillStore, mem.MemoryBackfills, red.RedisBackfills),
     "stats": (protocols.StatsStore, mem.MemoryStats, red.RedisStats),
     "events": (protocols.EventStore, mem.MemoryEvents, red.RedisEvents),
+    "ratings": (protocols.RatingStore, mem.MemoryRatings, red.RedisRatings),
+    "checks": (protocols.ReadyCheckStore, mem.MemoryChecks, red.RedisChecks),
     "jobs": (protocols.JobStore, None, red.RedisJobs),
     "inference": (protocols.InferenceStore, None, red.RedisInference),
     "leases": (protocols.LeaseStore, None, red.RedisLeases),

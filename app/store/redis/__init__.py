@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from ..protocols import Store
 from .backfills import RedisBackfills
+from .checks import RedisChecks
 from .core import (
     _CLIENT_OPTIONS,
     _SOURCES,
@@ -46,17 +47,18 @@ from .events import RedisEvents
 from .inference import RedisInference
 from .jobs import RedisJobs
 from .leases import RedisLeases
+from .ratings import RedisRatings
 from .records import RedisRecords
 from .stats import RedisStats
 from .tickets import RedisTickets
 
 __all__ = ["CALL_TIMEOUT_S", "SCRIPTS", "_CLIENT_OPTIONS", "_CONNECTION_MODULES", "_SOURCES", "_UNAVAILABLE",
-           "RedisBackfills", "RedisCore", "RedisEvents", "RedisInference", "RedisJobs", "RedisLeases", "RedisRecords",
+           "RedisBackfills", "RedisChecks", "RedisCore", "RedisEvents", "RedisInference", "RedisJobs", "RedisLeases", "RedisRatings", "RedisRecords",
            "RedisStats", "RedisStore", "RedisTickets", "_LazyCluster", "_guard", "_lua", "_unavailable",
            "cluster_node_url"]
 
 
-class RedisStore(RedisTickets, RedisRecords, RedisBackfills, RedisStats, RedisEvents, RedisJobs, RedisInference,
-                 RedisLeases, Store):
+class RedisStore(RedisTickets, RedisRecords, RedisBackfills, RedisStats, RedisRatings, RedisChecks, RedisEvents,
+                 RedisJobs, RedisInference, RedisLeases, Store):
     """Production store: every concern on one client and key prefix. Thread-safe (redis-py pools
     connections)."""
