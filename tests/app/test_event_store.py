@@ -82,3 +82,23 @@ def test_an_expired_event_carries_its_reason_only_when_there_is_one(store):
     ended = [f for _, f in store.read_events("p", "0-0") if f["event"] == "expired"]
     assert ended == [{"event": "expired", "ticket": ids[0], "reason": "no longer fits the pool"},
                      {"event": "expired", "ticket": ids[1]}]
+
+
+def test_ready_check_transitions_are_public_events(store):
+    """The ready check's transitions (written by the flow's scripts) reach clients under their public
+    names: proposed, then declined for the decliner and queued again for the others; every internal
+    event the store writes has a public type."""
+    from test_ready_check import _proposed
+
+    from mgmatch.app import events
+
+    party, solo, later, mid = _proposed(store)
+    assert store.answer_check("p", mid, "c", False) == "declined"
+    log = store.read_events("p", "0-0")
+    seen = [(events.public_type(f), f["ticket"]) for _, f in log]
+    assert all(kind is not None for kind, _ in seen), [f for _, f in log]
+    assert seen[:3] == [("queued", party.id), ("queued", solo.id), ("queued", later.id)]
+    assert sorted(seen[3:]) == sorted([("proposed", party.id), ("proposed", solo.id), ("declined", solo.id),
+                                       ("queued", party.id)])
+    assert [k for k, t in seen[3:] if t == solo.id] == ["proposed", "declined"]
+    assert events.EVENT_TYPES["declined"].terminal and not events.EVENT_TYPES["proposed"].terminal
