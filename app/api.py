@@ -43,6 +43,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from mgmatch.core.errors import InvalidInput, describe, join
 
 from . import abreport, metrics, service
+from .api_events import add_event_routes
 from .ratings import rating_view
 from .runtime import Runtime, SolvePoolFull
 from .security import OWNER_SCOPE_KEY, Guard
@@ -495,6 +496,7 @@ def create_app(rt: Runtime) -> FastAPI:
             raise InvalidInput(f"query.{err.field}", err.message) from None
         return JSONResponse(out)
 
+    add_event_routes(app, rt, _errors, _V1_ERRORS)
     return app
 
 

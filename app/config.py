@@ -43,10 +43,11 @@ YAML boolean, not a string.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -323,6 +324,54 @@ class SolveDefaults(_Strict):
     time_budget_ms: Number = Field(default=100.0, gt=0, le=60_000)
 
 
+def _event_name(v: str) -> str:
+    from .events import PUBLIC_TYPES  # the one table of public event types
+
+    if v not in PUBLIC_TYPES:
+        raise ValueError(f"unknown event type {v[:64]!r} (one of {', '.join(PUBLIC_TYPES)})")
+    return v
+
+
+_EventName = Annotated[str, AfterValidator(_event_name)]
+
+
+class WebhookConfig(_Strict):
+    """A receiver of ticket events (top-level ``webhooks:``; delivery in :mod:`mgmatch.app.webhooks`)."""
+
+    url: str = Field(max_length=2048, description="http:// or https:// URL the events are POSTed to.")
+    secret: str = Field(min_length=16, max_length=512,
+                        description="HMAC-SHA-256 key of the X-Mgmatch-Signature header (at least 16 characters).")
+    events: list[_EventName] | None = Field(default=None, min_length=1,
+                                     description="Public event types to send (default: all of them).")
+    pools: list[str] | None = Field(default=None, min_length=1, description="Pools whose events to send (default: all).")
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+                             description="Stable id of the webhook's delivery state (default: from the URL).")
+    max_attempts: int = Field(default=8, ge=1, le=50, description="Deliveries tried before the dead letter.")
+    backoff_s: Number = Field(default=0.5, gt=0, le=600, description="Wait before the first retry; doubles each time.")
+    max_backoff_s: Number = Field(default=60.0, gt=0, le=3600, description="Longest wait between two retries.")
+    timeout_s: Number = Field(default=5.0, gt=0, le=60, description="HTTP timeout of one delivery.")
+    max_in_flight: int = Field(default=64, ge=1, le=10_000,
+                               description="Deliveries waiting or running for this receiver; past it the deliverer "
+                                           "reads no more for it (a slow receiver holds back only its own events).")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        from urllib.parse import urlsplit
+
+        u = urlsplit(v)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host")
+        return v
+
+
+    @property
+    def id(self) -> str:
+        import hashlib
+
+        return self.name or hashlib.sha256(self.url.encode()).hexdigest()[:12]
+
+
 class ServiceConfig(_Strict):
     pools: list[PoolConfig] = Field(min_length=1)
     solve: SolveDefaults = Field(default_factory=SolveDefaults)
@@ -330,10 +379,12 @@ class ServiceConfig(_Strict):
     models: ModelsConfig = Field(default_factory=ModelsConfig)
     default_engagement_model: str | None = Field(default=None, description="Model for /v1/solve instances that name none.")
     capture: CaptureConfig | None = Field(default=None, description="Record solved pools as instance files.")
+    webhooks: list[WebhookConfig] = Field(default_factory=list, description="Receivers of ticket events (POST, signed).")
 
     @model_validator(mode="after")
     def _refs(self) -> ServiceConfig:
         names = [p.name for p in self.pools]
+        self._webhook_refs(names)
         for k, name in enumerate(names):
             if name in names[:k]:
                 raise InvalidInput(f"pools[{k}].name",
@@ -347,6 +398,17 @@ class ServiceConfig(_Strict):
                 if p not in names and p != SOLVE_POOL:
                     raise InvalidInput(f"experiments[{i}].pools[{j}]", f"experiment {e.name!r} names unknown pool {p!r}")
         return self
+
+    def _webhook_refs(self, names: list[str]) -> None:
+        seen: dict[str, int] = {}
+        for k, w in enumerate(self.webhooks):
+            for j, p in enumerate(w.pools or []):
+                if p not in names:
+                    raise InvalidInput(f"webhooks[{k}].pools[{j}]", f"unknown pool {p!r}")
+            if w.id in seen:
+                raise InvalidInput(f"webhooks[{k}].name", f"webhooks[{seen[w.id]}] has the same id {w.id!r} (the same "
+                                                          "url): give one of them a name")
+            seen[w.id] = k
 
     def _pool_files(self) -> None:
         """Turn pools' ``{path, sha256}`` model files into named ``models`` entries (named after the pool)."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 import time
 from concurrent import futures
 from typing import Any
@@ -34,7 +35,7 @@ from pydantic import ValidationError
 
 from mgmatch.core.errors import InvalidInput, from_pydantic
 
-from . import metrics, service
+from . import events, metrics, service
 from .rpc import matchmaker_pb2 as pb
 from .rpc import matchmaker_pb2_grpc as pb_grpc
 from .runtime import Runtime, SolvePoolFull
@@ -43,6 +44,8 @@ from .service import STORE_ERRORS, BackfillIn, NotFound, ResultIn, TicketIn, bac
 from .store import Conflict
 
 #: errors the service maps to a status code (anything else is a bug and surfaces as UNKNOWN)
+#: watch streams (WatchTicket, WatchEvents) one server runs at once, each holding a thread
+WATCH_STREAMS = 64
 _KNOWN = (InvalidInput, NotFound, Conflict, SolvePoolFull, *STORE_ERRORS)
 
 
@@ -216,9 +219,54 @@ def _observed(fn):
     return wrapper
 
 
+def _watch(fn):
+    """A streaming RPC: one of the server's stream slots while it runs (RESOURCE_EXHAUSTED when none is
+    free, so watchers never take every thread from the unary calls), counted by final status."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def wrapper(self, request, context):
+        code = "OK"
+        try:
+            if isinstance(request, _Undecodable):
+                self._guard(context)
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"body: {request.reason}")
+            if not self.streams.acquire(blocking=False):
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "streams: every watch slot of this server is busy")
+            metrics.EVENT_STREAMS.labels("grpc").inc()
+            try:
+                yield from fn(self, request, context)
+            finally:
+                metrics.EVENT_STREAMS.labels("grpc").dec()
+                self.streams.release()
+        except Exception:
+            code = context.code().name if context.code() is not None else "UNKNOWN"
+            raise
+        finally:
+            metrics.GRPC_REQUESTS.labels(name, code).inc()
+
+    return wrapper
+
+
+def _event_message(ev: events.Event) -> pb.TicketEvent:
+    msg = pb.TicketEvent(id=ev.id, type=ev.type, pool=ev.pool)
+    if "status" in ev.ticket:
+        msg.ticket.CopyFrom(ticket_message(ev.ticket))
+    return msg
+
+
+def _last_event_id(value: str) -> str | None:
+    if not value:
+        return None
+    if not events.valid_entry_id(value):
+        raise InvalidInput("last_event_id", "last_event_id: expected an event id as sent in TicketEvent.id")
+    return value
+
+
 class MatchmakerService(pb_grpc.MatchmakerServicer):
-    def __init__(self, rt: Runtime):
+    def __init__(self, rt: Runtime, streams: int = 0):
         self.rt = rt
+        self.streams = threading.BoundedSemaphore(max(1, streams))
         s = rt.settings
         self.keys = {k.encode() for k in s.api_keys}
         self.buckets = rate_buckets(s)
@@ -376,6 +424,34 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
             out["ratings_status"] = ratings["status"]
         return json_format.ParseDict({k: v for k, v in out.items() if v is not None}, pb.MatchResultAck())
 
+    @_watch
+    def WatchTicket(self, request: pb.WatchTicketRequest, context):
+        owner = self._guard(context)
+        try:
+            after = _last_event_id(request.last_event_id)
+            t = service.owned(self.rt.store.get(service.lookup_id(request.id, "id")), request.id, owner, "id")
+            stream = events.watch_ticket_sync(self.rt.store, self.rt.store.get, t, after,
+                                              lambda: not context.is_active())
+            for ev in stream:
+                if ev is not None:
+                    yield _event_message(ev)
+        except _KNOWN as err:
+            self._fail(context, err)
+
+    @_watch
+    def WatchEvents(self, request: pb.WatchEventsRequest, context):
+        owner = self._guard(context)
+        try:
+            after = _last_event_id(request.last_event_id)
+            if request.pool not in self.rt.pools:
+                raise InvalidInput("pool", f"pool: no pool {request.pool[:64]!r}")
+            for ev in events.watch_pool_sync(self.rt.store, request.pool, owner, after,
+                                             lambda: not context.is_active()):
+                if ev is not None:
+                    yield _event_message(ev)
+        except _KNOWN as err:
+            self._fail(context, err)
+
     def _answer(self, request: pb.MatchAnswerRequest, context, accept: bool) -> pb.MatchAnswer:
         owner = self._guard(context)
         try:
@@ -405,18 +481,20 @@ def _handlers(svc: MatchmakerService) -> grpc.GenericRpcHandler:
     for m in desc.methods:
         request_type = getattr(pb, m.input_type.name)
         response_type = getattr(pb, m.output_type.name)
-        methods[m.name] = grpc.unary_unary_rpc_method_handler(
-            getattr(svc, m.name), request_deserializer=_decoder(request_type),
-            response_serializer=response_type.SerializeToString)
+        make = grpc.unary_stream_rpc_method_handler if m.server_streaming else grpc.unary_unary_rpc_method_handler
+        methods[m.name] = make(getattr(svc, m.name), request_deserializer=_decoder(request_type),
+                               response_serializer=response_type.SerializeToString)
     return grpc.method_handlers_generic_handler(desc.full_name, methods)
 
 
-def start_grpc(rt: Runtime, host: str, port: int, threads: int = 16) -> tuple[grpc.Server, int]:
-    """Start the gRPC server on ``host:port`` (0 = a free port); returns it and the bound port."""
+def start_grpc(rt: Runtime, host: str, port: int, threads: int = 16,
+               streams: int = WATCH_STREAMS) -> tuple[grpc.Server, int]:
+    """Start the gRPC server on ``host:port`` (0 = a free port); returns it and the bound port. ``streams``
+    watch streams run at once, each on its own thread, besides ``threads`` for the unary calls."""
     max_msg = rt.settings.max_body_bytes
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc"),
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads + streams, thread_name_prefix="grpc"),
                          options=[("grpc.max_receive_message_length", max_msg)])
-    server.add_generic_rpc_handlers((_handlers(MatchmakerService(rt)),))
+    server.add_generic_rpc_handlers((_handlers(MatchmakerService(rt, streams)),))
     bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
         raise OSError(f"cannot bind gRPC to {host}:{port}")

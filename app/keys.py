@@ -13,6 +13,8 @@ from dataclasses import dataclass
 TICKET_RETENTION_S = 3600
 # The events stream keeps about this many entries (approximate trimming; events are never pending).
 EVENTS_MAXLEN = 100_000
+# The webhook dead-letter stream of a pool keeps about this many deliveries given up on.
+WEBHOOK_DEAD_LETTER_MAXLEN = 10_000
 # Consumer group of the solver workers on a pool's jobs stream.
 SOLVER_GROUP = "solvers"
 # Consumer group of the inference workers on the inference request stream.
@@ -91,8 +93,17 @@ class Keys:
         return f"{self._pool(pool)}:void:{ticket_id}"
 
     def events(self, pool: str) -> str:
-        """STREAM of ticket events (created, matched, cancelled, expired) for consumers downstream."""
+        """STREAM of ticket events (created, matched, cancelled, expired; fields event, ticket and, where they
+        apply, match_id, reason, backfill), written by the scripts that change the ticket, trimmed to about
+        EVENTS_MAXLEN: what the SSE and gRPC watchers read (XREAD) and the webhooks' consumer groups deliver."""
         return f"{self._pool(pool)}:events"
+
+    def webhook_dead_letters(self, pool: str) -> str:
+        """STREAM of webhook deliveries given up on after their retries (fields: webhook, event, ticket, entry,
+        attempts, error, owner, at), listed by ``GET /v1/webhooks/dead-letters``; trimmed to about
+        WEBHOOK_DEAD_LETTER_MAXLEN. Each webhook reads the events stream with its own consumer group
+        (``webhook:<id>``), so a restarted deliverer resumes the entries it had not acknowledged."""
+        return f"{self._pool(pool)}:webhook-dead"
 
     def jobs(self, pool: str) -> str:
         """STREAM of solve jobs from the matchmaker to the solver workers (group ``solvers``)."""

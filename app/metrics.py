@@ -76,6 +76,15 @@ MATCH_RESULTS = Counter("mgmatch_matches_results_total",
                         "or past its retention).", ["pool", "outcome"], registry=REGISTRY)
 WORKER_UP = Gauge("mgmatch_worker_up", "1 while a worker loop runs.", ["kind"], registry=REGISTRY)
 
+WEBHOOK_DELIVERIES = Counter("mgmatch_webhooks_deliveries_total",
+                             "Webhook delivery attempts by outcome (delivered, failed, dead_lettered).",
+                             ["webhook", "outcome"], registry=REGISTRY)
+WEBHOOK_SECONDS = Histogram("mgmatch_webhooks_delivery_seconds",
+                            "Time from an event's commit to its webhook delivery (a 2xx answer), retries included.",
+                            ["webhook"], buckets=_LATENCY_BUCKETS, registry=REGISTRY)
+EVENT_STREAMS = Gauge("mgmatch_events_streams_open", "Event streams open now (transport sse or grpc).",
+                      ["transport"], registry=REGISTRY)
+
 DOCUMENTED = (
     "mgmatch_stage_duration_seconds", "mgmatch_matchmaker_matches_total", "mgmatch_matchmaker_players_matched_total",
     "mgmatch_matchmaker_claim_conflicts_total", "mgmatch_tickets_wait_seconds", "mgmatch_tickets_events_total",
@@ -84,7 +93,8 @@ DOCUMENTED = (
     "mgmatch_model_info", "mgmatch_model_reloads_total", "mgmatch_http_requests_total",
     "mgmatch_http_request_duration_seconds", "mgmatch_http_rejected_total", "mgmatch_worker_up",
     "mgmatch_solver_dead_letters_total", "mgmatch_backfills_events_total", "mgmatch_backfills_open",
-    "mgmatch_backfills_fill_seconds", "mgmatch_matches_results_total",
+    "mgmatch_backfills_fill_seconds", "mgmatch_matches_results_total", "mgmatch_webhooks_deliveries_total",
+    "mgmatch_webhooks_delivery_seconds", "mgmatch_events_streams_open",
 )
 
 

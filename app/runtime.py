@@ -147,6 +147,8 @@ class Runtime:
     probe: StoreProbe | None = None
     #: (pool, method) pairs the start-up warm-up prepared (None: not run yet)
     prepared: list[tuple[str, str]] | None = None
+    #: the webhook deliverer (:mod:`mgmatch.app.webhooks`) of an embedded runtime with webhooks configured
+    deliverer: Any = None
 
     def __post_init__(self) -> None:
         if self.solves is None:
@@ -313,12 +315,17 @@ class Runtime:
                             reason_after_ticks=self.settings.reason_after_ticks)
             mm.start()
             self.matchmakers.append(mm)
+        from .webhooks import start_deliverer
+
+        self.deliverer = start_deliverer(self)
         if isinstance(self.predictors, Predictors):
             self.predictors.start_watcher()
 
     def stop(self) -> None:
         for mm in self.matchmakers:
             mm.stop()
+        if self.deliverer is not None:
+            self.deliverer.stop()
         if isinstance(self.predictors, Predictors):
             self.predictors.stop()
         self.solves.shutdown()

@@ -78,6 +78,9 @@ class Settings(BaseSettings):
                                                  "/v1/matches/{id}/result and `mgmatch export-log`.")
     match_max_count: int = Field(default=10_000, ge=1, le=10_000_000,
                                  description="Most match records kept per pool; the oldest go first.")
+    sse_heartbeat_s: float = Field(default=15.0, gt=0, le=300,
+                                   description="Seconds between comment lines on an idle event stream (SSE), so "
+                                               "proxies keep it open.")
     reason_after_ticks: int = Field(default=20, ge=0, le=1_000_000,
                                     description="After this many matchmaker ticks unmatched (every 50 ms), a queued "
                                                 "ticket's GET shows unmatched_reason, diagnosed from the pool's rules "

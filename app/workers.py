@@ -18,6 +18,8 @@ afresh, so new tickets match with no process restarted.
   crashed its solver each time), or whose run raised, goes to the pool's dead-letter stream
   (``mgmatch_solver_dead_letters_total``); its tickets go back to the queue, and a ticket that was
   in ``MGMATCH_MAX_TICKET_CRASHES`` such jobs ends expired with the reason.
+- **webhooks** — delivers ticket events to the configured webhooks (:mod:`mgmatch.app.webhooks`): one
+  consumer group per webhook on each pool's events stream, retries with backoff, dead letters.
 - **inference** — reads predictor requests (``inference`` group) in batches, runs the ONNX network
   once per batch and pushes each reply to its reply list. Solvers reach it through
   :class:`RemotePredictors`; with no live inference worker, or no reply in time, the solve falls
@@ -368,6 +370,16 @@ def run_worker(kind: str, rt: Runtime, min_idle_ms: int = 10_000, metrics_port: 
         h.run(lambda: matchmaker_step(h, mms, leases), metrics_port)
     elif kind == "solver":
         h.run(lambda: solver_step(h, min_idle_ms), metrics_port)
+    elif kind == "webhooks":
+        from .webhooks import Deliverer
+
+        if not rt.config.webhooks:
+            raise RuntimeError("the webhooks worker needs webhooks: in the service config")
+        d = Deliverer(rt.store, rt.config.webhooks, [p.name for p in rt.config.pools], h.worker_id)
+        try:
+            h.run(d.step, metrics_port)
+        finally:
+            d.stop()
     elif kind == "inference":
         if isinstance(rt.predictors, RemotePredictors):
             raise RuntimeError("the inference worker runs the predictors itself")

@@ -1,4 +1,4 @@
-"""``mgmatch worker matchmaker|solver|inference``: the production processes, connected by Redis."""
+"""``mgmatch worker matchmaker|solver|inference|webhooks``: the production processes, connected by Redis."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import typer
 
 from mgmatch.app.cli import cli, fail
 
-KINDS = ("matchmaker", "solver", "inference")
+KINDS = ("matchmaker", "solver", "inference", "webhooks")
 
 
-@cli.command("worker", help="Run one worker process (matchmaker, solver or inference) against Redis.")
+@cli.command("worker", help="Run one worker process (matchmaker, solver, inference or webhooks) against Redis.")
 def worker_cmd(
-    kind: Annotated[str, typer.Argument(help="matchmaker | solver | inference")],
+    kind: Annotated[str, typer.Argument(help="matchmaker | solver | inference | webhooks")],
     config: Annotated[Path | None, typer.Option(help="Service config (YAML); default: built-in pools.")] = None,
     redis_url: Annotated[str | None, typer.Option(help="Redis URL (env MGMATCH_REDIS_URL).")] = None,
     metrics_port: Annotated[int | None, typer.Option(help="Prometheus port (env MGMATCH_METRICS_PORT; 0 = none).")] = None,

@@ -84,6 +84,16 @@ class MatchmakerStub:
                 request_serializer=matchmaker__pb2.MatchAnswerRequest.SerializeToString,
                 response_deserializer=matchmaker__pb2.MatchAnswer.FromString,
                 _registered_method=True)
+        self.WatchTicket = channel.unary_stream(
+                '/mgmatch.v1.Matchmaker/WatchTicket',
+                request_serializer=matchmaker__pb2.WatchTicketRequest.SerializeToString,
+                response_deserializer=matchmaker__pb2.TicketEvent.FromString,
+                _registered_method=True)
+        self.WatchEvents = channel.unary_stream(
+                '/mgmatch.v1.Matchmaker/WatchEvents',
+                request_serializer=matchmaker__pb2.WatchEventsRequest.SerializeToString,
+                response_deserializer=matchmaker__pb2.TicketEvent.FromString,
+                _registered_method=True)
 
 
 class MatchmakerServicer:
@@ -161,6 +171,22 @@ class MatchmakerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchTicket(self, request, context):
+        """A ticket's events until it ends (GET /v1/tickets/{id}/events): from its creation, or after
+        `last_event_id`. NOT_FOUND for another client's ticket; RESOURCE_EXHAUSTED when every stream slot is busy.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchEvents(self, request, context):
+        """Every event of the pool's tickets the caller owns (GET /v1/events?pool=P): from now on, or after
+        `last_event_id`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MatchmakerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -213,6 +239,16 @@ def add_MatchmakerServicer_to_server(servicer, server):
                     servicer.DeclineMatch,
                     request_deserializer=matchmaker__pb2.MatchAnswerRequest.FromString,
                     response_serializer=matchmaker__pb2.MatchAnswer.SerializeToString,
+            ),
+            'WatchTicket': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchTicket,
+                    request_deserializer=matchmaker__pb2.WatchTicketRequest.FromString,
+                    response_serializer=matchmaker__pb2.TicketEvent.SerializeToString,
+            ),
+            'WatchEvents': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchEvents,
+                    request_deserializer=matchmaker__pb2.WatchEventsRequest.FromString,
+                    response_serializer=matchmaker__pb2.TicketEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -485,6 +521,60 @@ class Matchmaker:
             '/mgmatch.v1.Matchmaker/DeclineMatch',
             matchmaker__pb2.MatchAnswerRequest.SerializeToString,
             matchmaker__pb2.MatchAnswer.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchTicket(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/mgmatch.v1.Matchmaker/WatchTicket',
+            matchmaker__pb2.WatchTicketRequest.SerializeToString,
+            matchmaker__pb2.TicketEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/mgmatch.v1.Matchmaker/WatchEvents',
+            matchmaker__pb2.WatchEventsRequest.SerializeToString,
+            matchmaker__pb2.TicketEvent.FromString,
             options,
             channel_credentials,
             insecure,

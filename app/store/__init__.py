@@ -26,6 +26,7 @@ from .base import (
 from .memory import MemoryStore
 from .protocols import (
     BackfillStore,
+    EventStore,
     InferenceStore,
     JobStore,
     LeaseStore,
@@ -39,7 +40,7 @@ from .protocols import (
 from .redis import RedisStore
 
 __all__ = ["MATCH_MAX_COUNT", "MATCH_RETENTION_S", "RETENTION_S", "Backfill", "BackfillStore", "Conflict",
-           "InferenceStore", "JobStore", "LeaseStore", "MatchRecord", "MatchResult", "MemoryStore", "PlayerBusy", "Rating", "RatingStore", "ReadyCheckStore", "RecordStore",
+           "EventStore", "InferenceStore", "JobStore", "LeaseStore", "MatchRecord", "MatchResult", "MemoryStore", "PlayerBusy", "Rating", "RatingStore", "ReadyCheckStore", "RecordStore",
            "RedisStore", "StatsStore", "Store", "StoreUnavailable", "Ticket", "TicketStatus", "TicketStore",
            "make_store", "match_pool", "new_ticket_id", "pool_of", "wait_reachable"]
 

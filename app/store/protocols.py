@@ -325,6 +325,67 @@ class LeaseStore(Protocol):
 
 
 @runtime_checkable
+class EventStore(Protocol):
+    """The pools' ticket events as an ordered, resumable log, and the webhook deliveries read from it.
+
+    Every ticket change that is an event (created, matched, cancelled, expired; see
+    :mod:`mgmatch.app.events` for their public names) is appended to its pool's log in the same atomic
+    step as the change. An entry id is ``<ms>-<seq>`` (a Redis stream id: the store clock's milliseconds,
+    then a sequence), increasing within a pool. The log keeps about ``EVENTS_MAXLEN`` entries per pool
+    (memory: ``max_events``); older ones are trimmed, and :meth:`last_trimmed_event_id` tells a reader
+    resuming from an older id that it missed some. A delivery group (one per webhook) reads the log at its
+    own pace: an entry read and not acknowledged stays pending for that group until it is acknowledged
+    or dead-lettered, so a restarted deliverer resumes it.
+    """
+
+    @abstractmethod
+    def read_events(self, pool: str, after: str, count: int = 100,
+                    block_ms: int | None = None) -> list[tuple[str, dict[str, str]]]:
+        """Entries of the pool's log after the id ``after`` ("0-0": from the oldest kept), oldest first,
+        at most ``count``; with ``block_ms``, waits that long for one when there is none yet. Each is
+        (entry id, fields: ``event``, ``ticket`` and, where they apply, ``match_id``, ``reason``, ``backfill``)."""
+
+    @abstractmethod
+    async def aread_events(self, pool: str, after: str, count: int = 100,
+                           block_ms: int | None = None) -> list[tuple[str, dict[str, str]]]:
+        """:meth:`read_events` for the API's event loop (waiting without holding a thread)."""
+
+    @abstractmethod
+    def last_event_id(self, pool: str) -> str:
+        """The id of the pool's newest entry ("0-0" when the log is empty)."""
+
+    @abstractmethod
+    def last_trimmed_event_id(self, pool: str) -> str:
+        """The newest id trimmed from the pool's log ("0-0" when none was): a reader resuming from an older
+        id missed the entries in between; resuming from this one, it gets the oldest kept on."""
+
+    @abstractmethod
+    def read_deliveries(self, pool: str, group: str, consumer: str, count: int = 100,
+                        pending: bool = False) -> list[tuple[str, dict[str, str]]]:
+        """Entries for the delivery ``group`` (created at the log's start when new): those never read by it,
+        or with ``pending`` those this consumer read and has not acknowledged (what it resumes after a
+        restart). Does not wait."""
+
+    @abstractmethod
+    def autoclaim_deliveries(self, pool: str, group: str, consumer: str, min_idle_ms: int,
+                             count: int = 100) -> list[tuple[str, dict[str, str]]]:
+        """Take over entries another consumer of the group read and left unacknowledged ``min_idle_ms``
+        (it died); entries trimmed from the log meanwhile are dropped from the group."""
+
+    @abstractmethod
+    def ack_deliveries(self, pool: str, group: str, entry_ids: list[str]) -> None:
+        """These entries are delivered: no longer pending for the group."""
+
+    @abstractmethod
+    def dead_letter_delivery(self, pool: str, group: str, entry_id: str, fields: dict[str, Any]) -> str:
+        """Keep an entry the group gave up on in the pool's webhook dead-letter log (``fields`` JSON-able
+        values: webhook, event, ticket, attempts, error, owner …) and acknowledge it, in one step; its id."""
+
+    @abstractmethod
+    def delivery_dead_letters(self, pool: str, count: int = 100) -> list[tuple[str, dict[str, Any]]]:
+        """The newest webhook dead letters of a pool, newest first: (id, the fields given)."""
+
+
 @runtime_checkable
 class RatingStore(Protocol):
     """Players' ratings, updated from match results (:mod:`mgmatch.app.ratings`). A player's rating is
@@ -382,7 +443,8 @@ class ReadyCheckStore(Protocol):
         """End the pool's checks past their deadline (see above); returns how many ended."""
 
 
-class Store(TicketStore, RecordStore, BackfillStore, StatsStore, RatingStore, ReadyCheckStore, Protocol):
+class Store(TicketStore, RecordStore, BackfillStore, StatsStore, RatingStore, ReadyCheckStore, EventStore,
+            Protocol):
     """What the API and the matchmaker need of a store: every concern both implementations have."""
 
     def ping(self) -> bool:

@@ -18,6 +18,7 @@ CONCERNS = {
     "records": (protocols.RecordStore, mem.MemoryRecords, red.RedisRecords),
     "backfills": (protocols.BackfillStore, mem.MemoryBackfills, red.RedisBackfills),
     "stats": (protocols.StatsStore, mem.MemoryStats, red.RedisStats),
+    "events": (protocols.EventStore, mem.MemoryEvents, red.RedisEvents),
     "ratings": (protocols.RatingStore, mem.MemoryRatings, red.RedisRatings),
     "checks": (protocols.ReadyCheckStore, mem.MemoryChecks, red.RedisChecks),
     "jobs": (protocols.JobStore, None, red.RedisJobs),

@@ -65,6 +65,12 @@ CASES = [
     (["service", "--stores", "memory", "--solve-rate", "inf"], "--solve-rate"),
     (["service", "--stores", "memory", "--solve-s", "inf"], "--solve-s"),
     (["service", "--stores", "memory", "--ingest-s", "1e12"], "--ingest-s"),
+    # bench push: bounded load, a restart only where there is a Redis of its own
+    (["push", "--rate", "inf"], "--rate"),
+    (["push", "--rate", "nan"], "--rate"),
+    (["push", "--duration-s", HUGE], "--duration-s"),
+    (["push", "--store", "nope"], "--store"),
+    (["push", "--redis-restart"], "--redis-restart"),
 ]
 
 

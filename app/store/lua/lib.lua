@@ -68,6 +68,22 @@ local function propose(queue, expiry, pending, first, match_id, lease)
   end
 end
 
+-- Append a ticket event to the pool's events stream, trimmed to about maxlen (app/events.py maps `kind`
+-- to the public type clients see; a new kind needs a row there). The optional tail is field, value pairs;
+-- a pair whose value is nil or '' is left out. Returns the entry id.
+local function emit(events, maxlen, kind, tid, ...)
+  local args = {'XADD', events, 'MAXLEN', '~', maxlen, '*', 'event', kind, 'ticket', tid}
+  local extra = {...}
+  for i = 1, #extra, 2 do
+    local v = extra[i + 1]
+    if v ~= nil and v ~= '' then
+      args[#args + 1] = extra[i]
+      args[#args + 1] = v
+    end
+  end
+  return redis.call(unpack(args))
+end
+
 -- Any status → expired with a reason: out of every index, players freed, an event emitted.
 local function expire(queue, expiry, pending, events, players, k, tid, reason, maxlen)
   redis.call('HSET', k, 'status', 'expired', 'lease', '', 'reason', reason)
@@ -75,9 +91,5 @@ local function expire(queue, expiry, pending, events, players, k, tid, reason, m
   redis.call('ZREM', expiry, tid)
   redis.call('ZREM', pending, tid)
   free_players(players, k, tid)
-  if reason ~= '' then
-    redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'event', 'expired', 'ticket', tid, 'reason', reason)
-  else
-    redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'event', 'expired', 'ticket', tid)
-  end
+  emit(events, maxlen, 'expired', tid, 'reason', reason)
 end

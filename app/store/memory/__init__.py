@@ -11,14 +11,15 @@ from ..protocols import Store
 from .backfills import MemoryBackfills
 from .checks import MemoryChecks
 from .core import MemoryCore
+from .events import MemoryEvents
 from .ratings import MemoryRatings
 from .records import MemoryRecords
 from .stats import MemoryStats
 from .tickets import MemoryTickets
 
-__all__ = ["MemoryBackfills", "MemoryChecks", "MemoryCore", "MemoryRatings", "MemoryRecords", "MemoryStats", "MemoryStore", "MemoryTickets"]
+__all__ = ["MemoryBackfills", "MemoryChecks", "MemoryCore", "MemoryEvents", "MemoryRatings", "MemoryRecords", "MemoryStats", "MemoryStore", "MemoryTickets"]
 
 
 class MemoryStore(MemoryTickets, MemoryRecords, MemoryBackfills, MemoryStats, MemoryRatings, MemoryChecks,
-                  Store):
+                  MemoryEvents, Store):
     """Everything in one process, behind one lock. The embedded default."""

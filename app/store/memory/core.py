@@ -21,6 +21,11 @@ from sortedcontainers import SortedList
 from ..base import MATCH_MAX_COUNT, MATCH_RETENTION_S, RETENTION_S, Backfill, MatchRecord, Rating, Ticket
 
 
+def _wake(fut) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 class MemoryCore:
     """The state of every concern, one lock over all of it, and the steps concerns share (call those
     under the lock)."""
@@ -49,6 +54,17 @@ class MemoryCore:
         self._open_bf: dict[str, set[str]] = {}  # pool → ids of its open backfills (what a tick reads)
         self._lock = threading.Lock()
         self.events: deque[dict[str, Any]] = deque(maxlen=max_events)
+        # the event log per pool (what watchers and webhooks read, see memory/events.py): (id, fields),
+        # at most max_events per pool, and the newest id trimmed from it
+        self._log: dict[str, deque[tuple[tuple[int, int], dict[str, str]]]] = {}
+        self._log_trimmed: dict[str, tuple[int, int]] = {}
+        self._log_max, self._log_last = max_events, (0, 0)
+        self._log_cond = threading.Condition(self._lock)
+        self._log_waiters: set[tuple[Any, Any]] = set()  # (event loop, future) of async readers waiting
+        # delivery groups: (pool, group) → last id read, and id → (consumer, read at) of the pending ones
+        self._groups: dict[tuple[str, str], tuple[int, int]] = {}
+        self._group_pending: dict[tuple[str, str], dict[tuple[int, int], tuple[str, float]]] = {}
+        self._dead_hooks: dict[str, deque[tuple[str, dict[str, Any]]]] = {}
 
     def ping(self) -> bool:
         return True
@@ -60,6 +76,22 @@ class MemoryCore:
 
     def _event(self, kind: str, t: Ticket, **extra) -> None:
         self.events.append({"event": kind, "ticket": t.id, "pool": t.pool, "ts": self._clock(), **extra})
+        self._log_append(t.pool, {"event": kind, "ticket": t.id,
+                                  **{k: str(v) for k, v in extra.items() if v is not None and v != ""}})
+
+    def _log_append(self, pool: str, fields: dict[str, str]) -> None:
+        """Append to the pool's event log with the next id (``<ms>-<seq>`` as Redis makes them) and wake
+        its waiting readers (call under the lock)."""
+        ms = int(self._clock() * 1000)
+        eid = (ms, 0) if ms > self._log_last[0] else (self._log_last[0], self._log_last[1] + 1)
+        self._log_last = eid
+        log = self._log.setdefault(pool, deque())
+        log.append((eid, fields))
+        while len(log) > self._log_max:
+            self._log_trimmed[pool] = log.popleft()[0]
+        self._log_cond.notify_all()
+        for loop, fut in list(self._log_waiters):
+            loop.call_soon_threadsafe(_wake, fut)
 
     def _free_players(self, t: Ticket) -> None:
         """Forget the ticket's players, each only while it still names this ticket."""

@@ -43,6 +43,7 @@ from .core import (
     cluster_node_url,
 )
 from .errors import _CONNECTION_MODULES, _UNAVAILABLE, _guard, _unavailable
+from .events import RedisEvents
 from .inference import RedisInference
 from .jobs import RedisJobs
 from .leases import RedisLeases
@@ -52,12 +53,12 @@ from .stats import RedisStats
 from .tickets import RedisTickets
 
 __all__ = ["CALL_TIMEOUT_S", "SCRIPTS", "_CLIENT_OPTIONS", "_CONNECTION_MODULES", "_SOURCES", "_UNAVAILABLE",
-           "RedisBackfills", "RedisChecks", "RedisCore", "RedisInference", "RedisJobs", "RedisLeases", "RedisRatings", "RedisRecords",
+           "RedisBackfills", "RedisChecks", "RedisCore", "RedisEvents", "RedisInference", "RedisJobs", "RedisLeases", "RedisRatings", "RedisRecords",
            "RedisStats", "RedisStore", "RedisTickets", "_LazyCluster", "_guard", "_lua", "_unavailable",
            "cluster_node_url"]
 
 
-class RedisStore(RedisTickets, RedisRecords, RedisBackfills, RedisStats, RedisRatings, RedisChecks, RedisJobs,
-                 RedisInference, RedisLeases, Store):
+class RedisStore(RedisTickets, RedisRecords, RedisBackfills, RedisStats, RedisRatings, RedisChecks, RedisEvents,
+                 RedisJobs, RedisInference, RedisLeases, Store):
     """Production store: every concern on one client and key prefix. Thread-safe (redis-py pools
     connections)."""

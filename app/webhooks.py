@@ -1,0 +1,300 @@
+"""Webhook delivery: every configured receiver gets the ticket events it asked for, POSTed and signed,
+at least once.
+
+Each webhook reads each pool's event log with its own delivery group
+(:meth:`~mgmatch.app.store.protocols.EventStore.read_deliveries`, a Redis consumer group ``webhook:<id>``),
+so its progress is kept in the store: a restarted deliverer first resends what it had read and not
+acknowledged, and one that died for good has its entries taken over by another after
+:data:`CLAIM_IDLE_MS`. A delivery is a POST of::
+
+    {"id": "<pool>:<entry id>", "type": "matched", "pool": "3v3", "occurred_at": 1795400000.123,
+     "ticket": {...the ticket as GET /v1/tickets/{id} shows it at that event...}}
+
+with the headers ``X-Mgmatch-Event-Id`` (the same on every retry: de-duplicate on it),
+``X-Mgmatch-Event``, ``X-Mgmatch-Attempt``, ``X-Mgmatch-Timestamp`` and
+``X-Mgmatch-Signature: t=<timestamp>,v1=<hex HMAC-SHA-256(secret, "<timestamp>." + body)>``.
+A 2xx answer acknowledges it; anything else (another status, a timeout, a refused connection) is retried
+after ``backoff_s``, doubling up to ``max_backoff_s``, and after ``max_attempts`` it goes to the pool's
+dead letters (``GET /v1/webhooks/dead-letters``) with the last error.
+
+Delivery runs on its own threads (the reader and, per receiver, a small pool of senders with a bounded
+number of deliveries in flight), never on a solve's or a request's: a slow or dead receiver only holds
+back its own events, which wait in the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import hmac
+import json
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from . import events, metrics
+from .config import WebhookConfig
+from .store import StoreUnavailable
+
+log = logging.getLogger("mgmatch.webhooks")
+# httpx logs every request at INFO: one line per delivery would flood the service's log
+logging.getLogger("httpx").setLevel(logging.WARNING)
+
+#: entries another deliverer read and left unacknowledged this long are taken over (it died)
+CLAIM_IDLE_MS = 30_000
+#: senders per receiver
+SENDERS = 4
+_BATCH = 100
+
+
+def signature(secret: str, body: bytes, ts: int) -> str:
+    """The ``X-Mgmatch-Signature`` value of a delivery: ``t=<ts>,v1=<hex HMAC-SHA-256(secret, "<ts>." + body)>``."""
+    mac = hmac.new(secret.encode(), f"{ts}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={ts},v1={mac}"
+
+
+def verify(secret: str, header: str, body: bytes, max_skew_s: float = 300.0, now: float | None = None) -> bool:
+    """What a receiver checks: the signature matches the body and its timestamp is recent."""
+    try:
+        parts = dict(p.split("=", 1) for p in header.split(","))
+        ts = int(parts["t"])
+    except (ValueError, KeyError):
+        return False
+    now = time.time() if now is None else now
+    if abs(now - ts) > max_skew_s:
+        return False
+    return hmac.compare_digest(signature(secret, body, ts), header)
+
+
+def group_of(hook: WebhookConfig) -> str:
+    return f"webhook:{hook.id}"
+
+
+@dataclass(order=True)
+class _Delivery:
+    due: float
+    seq: int
+    pool: str = field(compare=False)
+    entry: str = field(compare=False)
+    type: str = field(compare=False)
+    body: bytes = field(compare=False)
+    owner: str | None = field(compare=False)
+    ticket: str = field(compare=False)
+    attempts: int = field(default=0, compare=False)
+    error: str = field(default="", compare=False)
+
+
+class _Receiver:
+    """One webhook: its senders, what is in flight for it, its retries waiting."""
+
+    def __init__(self, hook: WebhookConfig, pools: list[str], transport: httpx.BaseTransport | None):
+        self.hook, self.group = hook, group_of(hook)
+        self.pools = [p for p in pools if hook.pools is None or p in hook.pools]
+        self.wanted = set(hook.events or events.PUBLIC_TYPES)
+        self.client = httpx.Client(timeout=float(hook.timeout_s), transport=transport,
+                                   headers={"user-agent": "mgmatch-webhooks"})
+        self.senders = ThreadPoolExecutor(max_workers=SENDERS, thread_name_prefix=f"webhook-{hook.id}")
+        self.in_flight = 0
+        self.resumed: set[str] = set()  # pools whose own unacknowledged entries were taken up again
+
+
+class Deliverer:
+    """Reads the pools' event logs for every webhook and delivers them (see the module's docstring).
+
+    ``step()`` does one round (what a worker harness calls); ``start()`` runs it on a thread.
+    """
+
+    def __init__(self, store, hooks: list[WebhookConfig], pools: list[str], consumer: str,
+                 transport: httpx.BaseTransport | None = None, claim_idle_ms: int = CLAIM_IDLE_MS):
+        self.store, self.consumer, self.claim_idle_ms = store, consumer, claim_idle_ms
+        self.receivers = [_Receiver(h, pools, transport) for h in hooks]
+        self._lock = threading.Lock()
+        self._retries: list[tuple[_Delivery, _Receiver]] = []  # heap by due time
+        self._acks: list[tuple[_Receiver, str, str]] = []  # acks (and dead letters) the store refused for now
+        self._seq = 0
+        self._held: set[tuple[str, str, str]] = set()  # (webhook, pool, entry) in flight or waiting to retry here
+        self._last_claim = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.delivered = 0
+        self.dead = 0
+
+    # ------------------------------------------------------------------ the loop
+
+    def start(self) -> Deliverer:
+        self._thread = threading.Thread(target=self._run, daemon=True, name="webhooks")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        for r in self.receivers:
+            r.senders.shutdown(wait=False, cancel_futures=True)
+            r.client.close()
+
+    def _run(self) -> None:
+        wait = 0.0
+        while not self._stop.is_set():
+            try:
+                busy = self.step()
+                wait = 0.0
+            except StoreUnavailable as err:
+                wait = min(2.0, max(0.05, wait * 2))
+                log.warning("webhooks: store unavailable (%s); retrying in %.2f s", err, wait)
+                busy = False
+            except Exception:
+                log.exception("webhooks: step failed")
+                wait, busy = 0.5, False
+            self._stop.wait(wait if wait else (0 if busy else 0.005))
+
+    def step(self) -> bool:
+        """One round: pending acks, due retries, then new entries for every receiver with room. True when
+        it did something."""
+        busy = self._flush_acks()
+        busy = self._due_retries() or busy
+        claim = time.monotonic() - self._last_claim >= self.claim_idle_ms / 3000
+        if claim:
+            self._last_claim = time.monotonic()
+        for r in self.receivers:
+            for pool in r.pools:
+                room = r.hook.max_in_flight - r.in_flight
+                if room <= 0:
+                    break
+                if pool not in r.resumed:  # after a restart: what this consumer read and never acknowledged
+                    entries = self.store.read_deliveries(pool, r.group, self.consumer, min(room, _BATCH), pending=True)
+                    if len(entries) < min(room, _BATCH):
+                        r.resumed.add(pool)
+                elif claim:
+                    entries = [(eid, f) for eid, f in self.store.autoclaim_deliveries(
+                        pool, r.group, self.consumer, self.claim_idle_ms, min(room, _BATCH))
+                        if (r.hook.id, pool, eid) not in self._held]  # not the ones this deliverer is retrying
+                    entries += self.store.read_deliveries(pool, r.group, self.consumer, min(room, _BATCH))
+                else:
+                    entries = self.store.read_deliveries(pool, r.group, self.consumer, min(room, _BATCH))
+                if entries:
+                    busy = True
+                    self._dispatch(r, pool, entries)
+        return busy
+
+    # ------------------------------------------------------------------ deliveries
+
+    def _dispatch(self, r: _Receiver, pool: str, entries: list[tuple[str, dict[str, str]]]) -> None:
+        skip = [eid for eid, f in entries if events.public_type(f) not in r.wanted]
+        if skip:
+            self.store.ack_deliveries(pool, r.group, skip)
+        todo = [(eid, f) for eid, f in entries if events.public_type(f) in r.wanted]
+        if not todo:
+            return
+        tickets = events._tickets(self.store, pool, todo)
+        for eid, f in todo:
+            kind = events.event_type(f)
+            t = tickets.get(f.get("ticket", ""))
+            if t is None:  # the ticket is gone (past its retention): nothing to show, nothing to send
+                self.store.ack_deliveries(pool, r.group, [eid])
+                continue
+            body = json.dumps({"id": f"{pool}:{eid}", "type": kind.name, "pool": pool,
+                               "occurred_at": events.entry_ms(eid), "ticket": events.snapshot(t, kind)},
+                              separators=(",", ":")).encode()
+            self._seq += 1
+            d = _Delivery(0.0, self._seq, pool, eid, kind.name, body, t.owner, t.id)
+            self._send(r, d)
+
+    def _send(self, r: _Receiver, d: _Delivery) -> None:
+        with self._lock:
+            r.in_flight += 1
+            self._held.add((r.hook.id, d.pool, d.entry))
+        r.senders.submit(self._attempt, r, d)
+
+    def _attempt(self, r: _Receiver, d: _Delivery) -> None:
+        d.attempts += 1
+        ts = int(time.time())
+        headers = {"content-type": "application/json", "x-mgmatch-event-id": f"{d.pool}:{d.entry}",
+                   "x-mgmatch-event": d.type, "x-mgmatch-attempt": str(d.attempts), "x-mgmatch-timestamp": str(ts),
+                   "x-mgmatch-signature": signature(r.hook.secret, d.body, ts)}
+        try:
+            resp = r.client.post(r.hook.url, content=d.body, headers=headers)
+            ok = 200 <= resp.status_code < 300
+            d.error = "" if ok else f"HTTP {resp.status_code}"
+        except httpx.HTTPError as err:
+            ok, d.error = False, f"{type(err).__name__}: {err}"[:300]
+        except Exception as err:  # noqa: BLE001 - a delivery never takes its sender thread down
+            ok, d.error = False, f"{type(err).__name__}: {err}"[:300]
+        metrics.WEBHOOK_DELIVERIES.labels(r.hook.id, "delivered" if ok else "failed").inc()
+        if ok:
+            metrics.WEBHOOK_SECONDS.labels(r.hook.id).observe(max(0.0, time.time() - events.entry_ms(d.entry)))
+            self._done(r, d.pool, d.entry)
+            with self._lock:
+                self.delivered += 1
+                r.in_flight -= 1
+                self._held.discard((r.hook.id, d.pool, d.entry))
+            return
+        if d.attempts >= r.hook.max_attempts:
+            self._give_up(r, d)
+            with self._lock:
+                r.in_flight -= 1
+                self._held.discard((r.hook.id, d.pool, d.entry))
+            return
+        wait = min(float(r.hook.max_backoff_s), float(r.hook.backoff_s) * 2 ** (d.attempts - 1))
+        d.due = time.monotonic() + wait
+        with self._lock:  # stays in flight while it waits: a failing receiver takes no more
+            heapq.heappush(self._retries, (d, r))
+
+    def _due_retries(self) -> bool:
+        due = []
+        now = time.monotonic()
+        with self._lock:
+            while self._retries and self._retries[0][0].due <= now:
+                due.append(heapq.heappop(self._retries))
+        for d, r in due:
+            r.senders.submit(self._attempt, r, d)
+        return bool(due)
+
+    def _done(self, r: _Receiver, pool: str, entry: str) -> None:
+        try:
+            self.store.ack_deliveries(pool, r.group, [entry])
+        except StoreUnavailable:
+            with self._lock:
+                self._acks.append((r, pool, entry))
+
+    def _give_up(self, r: _Receiver, d: _Delivery) -> None:
+        log.warning("webhook %s: event %s:%s dead-lettered after %d attempts (%s)", r.hook.id, d.pool, d.entry,
+                    d.attempts, d.error)
+        fields: dict[str, Any] = {"webhook": r.hook.id, "url": r.hook.url, "event_id": f"{d.pool}:{d.entry}",
+                                  "event": d.type, "ticket": d.ticket, "attempts": d.attempts, "error": d.error,
+                                  "owner": d.owner, "payload": json.loads(d.body)}
+        try:
+            self.store.dead_letter_delivery(d.pool, r.group, d.entry, fields)
+            metrics.WEBHOOK_DELIVERIES.labels(r.hook.id, "dead_lettered").inc()
+            with self._lock:
+                self.dead += 1
+        except StoreUnavailable:  # still pending in the store: retried from the start after a restart
+            log.warning("webhook %s: could not dead-letter %s:%s (store unavailable)", r.hook.id, d.pool, d.entry)
+
+    def _flush_acks(self) -> bool:
+        with self._lock:
+            acks, self._acks = self._acks, []
+        for i, (r, pool, entry) in enumerate(acks):
+            try:
+                self.store.ack_deliveries(pool, r.group, [entry])
+            except StoreUnavailable:
+                with self._lock:
+                    self._acks.extend(acks[i:])
+                raise
+        return bool(acks)
+
+
+def start_deliverer(rt) -> Deliverer | None:
+    """The runtime's webhook deliverer on its own thread (None when no webhook is configured)."""
+    if not rt.config.webhooks:
+        return None
+    import socket
+
+    consumer = rt.settings.worker_id or f"{socket.gethostname()}-webhooks"  # stable: a restart resumes its own
+    return Deliverer(rt.store, rt.config.webhooks, [p.name for p in rt.config.pools], consumer).start()

@@ -1,0 +1,126 @@
+"""gRPC WatchTicket and WatchEvents against a real ``mgmatch serve --grpc-port`` process: the same events,
+ids and payloads as the SSE routes, resume after an id, ownership and bad input."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import grpc
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from sse_helpers import Listener  # noqa: E402
+from svc_helpers import client, features, free_port, poll, service_config  # noqa: E402
+
+from mgmatch.app.rpc import matchmaker_pb2 as pb  # noqa: E402
+from mgmatch.app.rpc import matchmaker_pb2_grpc as pb_grpc  # noqa: E402
+
+pytestmark = pytest.mark.service  # a real `mgmatch serve` process
+
+KEYS = [("x-api-key", "k1")]
+
+
+@pytest.fixture
+def served(tmp_path):
+    """`mgmatch serve` with HTTP and gRPC on free ports (in-memory store, embedded workers, API keys k1, k2)."""
+    http_port, grpc_port = free_port(), free_port()
+    env = {**os.environ, "MGMATCH_CONFIG": str(service_config(tmp_path)), "OMP_NUM_THREADS": "1",
+           "MGMATCH_API_KEYS": "k1,k2", "MGMATCH_STORE": "memory"}
+    proc = subprocess.Popen([sys.executable, "-c", "from mgmatch.cli import main; main()", "serve",
+                             "--port", str(http_port), "--grpc-port", str(grpc_port)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+    try:
+        grpc.channel_ready_future(channel).result(timeout=60)
+        url = f"http://127.0.0.1:{http_port}"
+        with client(url) as c:
+            poll(lambda: _answers(c), timeout=60)
+        yield pb_grpc.MatchmakerStub(channel), url
+    finally:
+        channel.close()
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _answers(c) -> bool:
+    import httpx
+
+    try:
+        return c.get("/healthz").status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def _collect(stream, out: list, until) -> threading.Thread:
+    def run():
+        try:
+            for ev in stream:
+                out.append(ev)
+                if until(out):
+                    stream.cancel()
+                    return
+        except grpc.RpcError:
+            pass
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return th
+
+
+def test_watch_ticket_and_watch_events_stream_what_sse_sends(served):
+    stub, url = served
+    pool_events: list = []
+    pool_stream = stub.WatchEvents(pb.WatchEventsRequest(pool="small"), metadata=KEYS)
+    th = _collect(pool_stream, pool_events, lambda ev: sum(e.type == "matched" for e in ev) == 3)
+    first = stub.CreateTicket(pb.CreateTicketRequest(pool="small", players=[pb.Player(id="g0", features=features(0))]),
+                              metadata=KEYS)
+    # a ticket stream from its creation: queued, then (once 6 players are queued) matched, then it ends
+    ticket_events: list = []
+    tt = _collect(stub.WatchTicket(pb.WatchTicketRequest(id=first.id), metadata=KEYS, timeout=60), ticket_events,
+                  lambda ev: False)
+    others = [stub.CreateTicket(pb.CreateTicketRequest(pool="small", players=[pb.Player(id=f"g{i}",
+                                                                                          features=features(i))]),
+                                metadata=[("x-api-key", "k1" if i < 3 else "k2")]).id for i in range(1, 6)]
+    tt.join(60)
+    assert [e.type for e in ticket_events] == ["queued", "matched"]
+    assert ticket_events[0].ticket.status == "queued" and not ticket_events[0].ticket.HasField("match")
+    assert ticket_events[1].ticket.status == "matched" and ticket_events[1].ticket.match.match_id
+    th.join(60)
+    # the pool stream: only k1's tickets (first and g1, g2), queued then matched
+    assert {e.ticket.id for e in pool_events} == {first.id, *others[:2]}
+    assert sorted(e.type for e in pool_events) == ["matched"] * 3 + ["queued"] * 3
+    # the same ids and payloads as SSE sends
+    with Listener(f"{url}/v1/tickets/{first.id}/events", {"x-api-key": "k1"}) as sse:
+        assert sse.done.wait(20)
+    assert [(e["id"], e["event"]) for e in sse.events] == [(e.id, e.type) for e in ticket_events]
+    # resume after the first event
+    rest = list(stub.WatchTicket(pb.WatchTicketRequest(id=first.id, last_event_id=ticket_events[0].id),
+                                 metadata=KEYS, timeout=20))
+    assert [e.id for e in rest] == [ticket_events[1].id]
+
+
+def test_watch_refuses_bad_input_and_other_clients_tickets(served):
+    stub, _ = served
+    t = stub.CreateTicket(pb.CreateTicketRequest(pool="3v3", players=[pb.Player(id="z", features=[0.0] * 196)]),
+                          metadata=KEYS)
+    cases = [
+        (stub.WatchTicket, pb.WatchTicketRequest(id=t.id), [("x-api-key", "k2")], grpc.StatusCode.NOT_FOUND),
+        (stub.WatchTicket, pb.WatchTicketRequest(id=t.id, last_event_id="x-1"), KEYS,
+         grpc.StatusCode.INVALID_ARGUMENT),
+        (stub.WatchTicket, pb.WatchTicketRequest(id="nope"), KEYS, grpc.StatusCode.NOT_FOUND),
+        (stub.WatchTicket, pb.WatchTicketRequest(id=t.id), [], grpc.StatusCode.UNAUTHENTICATED),
+        (stub.WatchEvents, pb.WatchEventsRequest(pool="nope"), KEYS, grpc.StatusCode.INVALID_ARGUMENT),
+        (stub.WatchEvents, pb.WatchEventsRequest(pool="3v3", last_event_id="1-2-3"), KEYS,
+         grpc.StatusCode.INVALID_ARGUMENT),
+    ]
+    for rpc, req, md, code in cases:
+        with pytest.raises(grpc.RpcError) as err:
+            list(rpc(req, metadata=md, timeout=10))
+        assert err.value.code() == code, (req, err.value.details())
