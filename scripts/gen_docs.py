@@ -228,8 +228,9 @@ def grpc_page(proto_path: Path) -> str:
         if kind == "service":
             rows = []
             for decl, note in lines:
-                m = re.match(r"rpc\s+(\w+)\s*\(\s*(\w[\w.]*)\s*\)\s*returns\s*\(\s*(\w[\w.]*)\s*\)", decl)
-                if m:
+                m = re.match(r"rpc\s+(\w+)\s*\(\s*((?:stream\s+)?\w[\w.]*)\s*\)\s*returns\s*"
+                             r"\(\s*((?:stream\s+)?\w[\w.]*)\s*\)", decl)
+                if m:  # a streaming side reads "stream TicketEvent"
                     rows.append([f"`{m.group(1)}`", f"`{m.group(2)}`", f"`{m.group(3)}`", note])
             out.append(_table(["rpc", "request", "response", "description"], rows) + "\n")
         elif kind == "message":
