@@ -190,6 +190,25 @@ def fit_log(logs: list[str | Path], cfg: LogFitConfig, *, holdout_logs: list[str
             raise InvalidInput("holdout_logs", f"has {hold_data.teams} teams × {hold_data.feature_dim} features; "
                                                f"the log has {data.teams} × {data.feature_dim}")
     t_read = time.perf_counter() - t0
+    return fit_data(data, cfg, hold_data=hold_data, command=command or "mgmatch fit-engagement " + " ".join(
+        f"--logs {p}" for p in logs), progress=progress, extra=extra, logs=[str(p) for p in logs],
+        holdout_split=None if hold_data is None else "separate log: " + ", ".join(str(p) for p in holdout_logs or []),
+        t0=t0, t_read=t_read)
+
+
+def fit_data(data: MatchData, cfg: LogFitConfig, *, hold_data: MatchData | None = None, command: str = "",
+             progress: bool = False, extra: dict[str, Any] | None = None, logs: list[str] | None = None,
+             holdout_split: str | None = None, t0: float | None = None, t_read: float = 0.0) -> FitResult:
+    """Fit the engagement network on matches already in arrays (what :func:`fit_log` does after reading).
+
+    Args:
+        data: the matches to fit (a seeded share held out unless ``hold_data`` is given).
+        cfg: split, early stopping, optimizer and architecture.
+        hold_data: separate held-out matches (then nothing of ``data`` is held out).
+        command, logs, holdout_split, extra: what the ``training`` record says.
+    """
+    _check_log_cfg(cfg)
+    t0 = time.perf_counter() if t0 is None else t0
     train_idx, val_idx, hold_idx = _split(data.matches, cfg, hold_data is not None)
     if hold_data is None:
         hold_data = data
@@ -209,9 +228,9 @@ def fit_log(logs: list[str | Path], cfg: LogFitConfig, *, holdout_logs: list[str
         np.random.default_rng(cfg.seed).choice(train_idx, 100_000, replace=False))
     sizes = data.sizes
     record: dict[str, Any] = {
-        "command": command or "mgmatch fit-engagement " + " ".join(f"--logs {p}" for p in logs),
+        "command": command,
         "seed": cfg.seed,
-        "logs": [str(p) for p in logs],
+        "logs": logs or [],
         "teams": data.teams,
         "feature_dim": data.feature_dim,
         "team_sizes": {"min": sizes.min(0).tolist(), "max": sizes.max(0).tolist()},
@@ -229,7 +248,7 @@ def fit_log(logs: list[str | Path], cfg: LogFitConfig, *, holdout_logs: list[str
         "train": _short(metrics(predict(net, data, sample), data.y[sample])),
         "validation": _short(metrics(predict(net, data, val_idx), data.y[val_idx])) if len(val_idx) else None,
         "holdout": {"split": (f"seeded random {cfg.holdout_share:.0%} of the log" if hold_data is data
-                              else "separate log: " + ", ".join(str(p) for p in holdout_logs or [])),
+                              else holdout_split or "separate matches"),
                     **metrics(hold_pred, hold_data.y[hold_idx])},
         "seconds": {"read": round(t_read, 1), "train": round(t_train, 1), "total": round(time.perf_counter() - t0, 1)},
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

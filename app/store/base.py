@@ -195,12 +195,18 @@ class MatchRecord:
     time: float = 0.0
     result: dict[str, Any] | None = None
     result_at: float | None = None
+    #: a learning pool's match (spec §7): the policy that formed it (``exploit``, ``explore``) and the
+    #: probability that policy had of being chosen for this match
+    policy: str | None = None
+    propensity: float | None = None
 
     def record_json(self) -> str:
         """The immutable part, as stored (time and result are stored beside it)."""
-        return json.dumps({"match_id": self.match_id, "pool": self.pool, "teams": self.teams, "method": self.method,
-                           "arm": self.arm, "model_version": self.model_version, "objective": self.objective,
-                           "owners": self.owners}, allow_nan=False)  # not asdict: it deep-copies every feature
+        d = {"match_id": self.match_id, "pool": self.pool, "teams": self.teams, "method": self.method,
+             "arm": self.arm, "model_version": self.model_version, "objective": self.objective, "owners": self.owners}
+        if self.policy is not None:
+            d["policy"], d["propensity"] = self.policy, self.propensity
+        return json.dumps(d, allow_nan=False)  # not asdict: it deep-copies every feature
 
     @staticmethod
     def from_fields(f: dict[str, str]) -> MatchRecord:
@@ -220,8 +226,13 @@ class MatchRecord:
         per_player = self.result.get("players") or {}
         teams = [[{**p, "engagement": per_player[p["id"]]} if p["id"] in per_player else dict(p) for p in team]
                  for team in self.teams]
-        return {"format": "mgmatch-matchlog/v1", "match_id": self.match_id, "time": self.time, "teams": teams,
+        line = {"format": "mgmatch-matchlog/v1", "match_id": self.match_id, "time": self.time, "teams": teams,
                 "engagement": self.result["engagement"]}
+        # optional §5 fields: the model that scored the match when it formed, and the learning policy
+        for key in ("model_version", "policy", "propensity"):
+            if getattr(self, key) is not None:
+                line[key] = getattr(self, key)
+        return line
 
 
 class Conflict(Exception):
