@@ -125,7 +125,7 @@ class LearningConfig(_Strict):
     dir: Path = Field(default=Path("learned"),
                       description="Folder of the learned model versions (<sha256>.json) and of the live pointer "
                                   "(<pool>.live.json), relative to the config's folder.")
-    refit_every: Integer = Field(default=250, ge=10, le=1_000_000,
+    refit_every: Integer = Field(default=200, ge=10, le=1_000_000,
                                  description="Refit once this many new results arrived since the last refit.")
     min_results: Integer = Field(default=100, ge=10, le=1_000_000,
                                  description="No refit before the pool has this many results.")

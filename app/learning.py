@@ -119,11 +119,12 @@ def _repair_log(path: Path) -> set[str]:
     return ids
 
 
-def _fit_job(train: list[str], holdout: list[str], live_json: dict, kw: dict) -> dict:
+def _fit_job(seed_logs: list[str], train: list[str], holdout: list[str], live_json: dict, kw: dict) -> dict:
     """A refit in a child process: plain data in, plain data out."""
     from mgmatch.pipeline.refit import refit
 
-    res = refit([Path(p) for p in train], [Path(p) for p in holdout], parse_engagement(live_json), **kw)
+    res = refit([Path(p) for p in seed_logs], [Path(p) for p in train], [Path(p) for p in holdout],
+                parse_engagement(live_json), **kw)
     return res.__dict__
 
 
@@ -264,9 +265,6 @@ class PoolLearner:
 
     # ------------------------------------------------------------------ refits
 
-    def _train_logs(self) -> list[Path]:
-        return ([Path(self.cfg.seed_log)] if self.cfg.seed_log is not None else []) + [self.train_log]
-
     def refit(self, executor: ProcessPoolExecutor | None = None) -> str:
         """Fit, check on the held-out results, and go live or not; returns the outcome (``live``,
         ``rejected``, ``waiting``: too few held-out results, ``failed``)."""
@@ -277,17 +275,17 @@ class PoolLearner:
             return "waiting"
         live = self.engagement.get(self.model_name)
         kw = {"epochs": self.cfg.epochs, "seed": self.cfg.seed + len(self.refits),
-              "max_matches": self.cfg.max_results + (0 if self.cfg.seed_log is None else 10_000_000),
-              "name": self.model_name}
+              "max_results": self.cfg.max_results, "name": self.model_name}
+        seed_logs = [Path(self.cfg.seed_log)] if self.cfg.seed_log is not None else []
         t0 = time.perf_counter()
         try:
             if executor is None:
                 from mgmatch.pipeline.refit import refit
 
-                res = refit(self._train_logs(), [self.holdout_log], live, **kw).__dict__
+                res = refit(seed_logs, [self.train_log], [self.holdout_log], live, **kw).__dict__
             else:
-                res = executor.submit(_fit_job, [str(p) for p in self._train_logs()], [str(self.holdout_log)],
-                                      live.to_json(), kw).result()
+                res = executor.submit(_fit_job, [str(p) for p in seed_logs], [str(self.train_log)],
+                                      [str(self.holdout_log)], live.to_json(), kw).result()
         except Exception as err:  # noqa: BLE001 - a failed refit is logged and counted, never fatal
             metrics.LEARNING_REFITS.labels(self.name, "failed").inc()
             log.error("pool %s: refit failed (the live model stays): %s: %s", self.name, type(err).__name__, err)

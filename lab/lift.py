@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -147,6 +148,7 @@ def run_world(world: World, *, matches: int, seed: int, out: Path, budget_ms: fl
     arrivals = stream(world, int(math.ceil(matches * world.match_size * 1.15)), rate, seed)
     runs: dict[str, dict[str, Any]] = {}
     for arm in arms:
+        shutil.rmtree(wdir / "learned" / arm, ignore_errors=True)  # every run learns from scratch
         cfg = arm_config(world, arm, model_path, truth_path, log_path, budget_ms, interval_s, max_candidates)
         bar = progress(f"{world.name} {arm}", matches) if progress is not None else None
         t_arm = time.perf_counter()
@@ -247,7 +249,7 @@ def page(results: list[dict[str, Any]], command: str) -> str:
                      f"{sum(1 for f in refits if f.get('outcome') == 'live')} / {len(refits)} |")
     lines.append("")
     for r in results:
-        lines += [f"## {r['world']}", "", f"![true engagement per window, {r['world']}](../../results/lift/{r['world']}.png)", "",
+        lines += [f"## {r['world']}", "", f"![true engagement per window, {r['world']}](lift-{r['world']}.png)", "",
                   f"Starting model: held-out R² {r['starting_model']['holdout_r2']} on the skill-based history "
                   f"({r['history']['matches']} matches). Wall time {r['seconds']} s.", ""]
     return "\n".join(lines) + "\n"

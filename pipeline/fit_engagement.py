@@ -63,6 +63,9 @@ class LogFitConfig:
     head_l1: float = 0.0
     threads: int = 1
     name: str | None = None
+    #: each epoch trains on a fresh seeded sample of at most this many training matches (None: all of
+    #: them), so a refit's cost stops growing with the data (``mgmatch.pipeline.refit``)
+    epoch_matches: int | None = None
 
 
 @dataclass
@@ -126,6 +129,8 @@ def _check_log_cfg(cfg: LogFitConfig) -> None:
     if cfg.patience and cfg.val_share == 0:
         raise InvalidInput("patience", "early stopping needs a validation share > 0")
     _positive_int("threads", cfg.threads)
+    if cfg.epoch_matches is not None:
+        _positive_int("epoch_matches", cfg.epoch_matches)
 
 
 def _tensors(data: MatchData, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -276,7 +281,8 @@ def _train(data: MatchData, train_idx: np.ndarray, val_idx: np.ndarray, cfg: Log
                         mean, std, float(y_train.mean()), t_scale)
     y = torch.as_tensor(((data.y - net.target_mean) / net.target_scale).astype(np.float32))
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    steps = cfg.epochs * math.ceil(len(train_idx) / cfg.batch)
+    per_epoch = len(train_idx) if cfg.epoch_matches is None else min(len(train_idx), cfg.epoch_matches)
+    steps = cfg.epochs * math.ceil(per_epoch / cfg.batch)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=steps, pct_start=0.1)
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 0x65706F63]))
     best_val, best_state, best_epoch, stale, epoch = math.inf, None, cfg.epochs, 0, 0
@@ -290,7 +296,7 @@ def _train(data: MatchData, train_idx: np.ndarray, val_idx: np.ndarray, cfg: Log
         for epoch in range(1, cfg.epochs + 1):
             net.train()
             total = 0.0
-            order = train_idx[rng.permutation(len(train_idx))]
+            order = train_idx[rng.permutation(len(train_idx))][:per_epoch]
             for s in range(0, len(order), cfg.batch):
                 idx = np.sort(order[s:s + cfg.batch])
                 xb, mb = _tensors(data, idx)
@@ -302,7 +308,7 @@ def _train(data: MatchData, train_idx: np.ndarray, val_idx: np.ndarray, cfg: Log
                 opt.step()
                 sched.step()
                 total += float(loss.detach()) * len(idx)
-            train_mse = total / len(train_idx) * net.target_scale ** 2
+            train_mse = total / len(order) * net.target_scale ** 2
             post = {"train_mse": f"{train_mse:.4g}"}
             point: dict[str, Any] = {"epoch": epoch, "train_mse": round(train_mse, 6)}
             if len(val_idx):

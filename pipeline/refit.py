@@ -9,6 +9,7 @@ the live one: :func:`refit` returns both mean squared errors; the learner decide
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,71 @@ from mgmatch.core.errors import InvalidInput
 
 from .fit_engagement import LogFitConfig, fit_data
 from .matchlog import MatchData, load_matchlog
+
+#: each epoch of a refit trains on a seeded sample of at most this many matches: a refit of 50,000
+#: results costs what one of 20,000 does
+EPOCH_MATCHES = 20_000
+
+#: path → (bytes read, matches parsed so far): the logs a learner appends to are read once, then only
+#: their new lines (a refit process keeps this between refits)
+_CACHE: dict[str, tuple[int, MatchData]] = {}
+
+
+def _concat(a: MatchData | None, b: MatchData) -> MatchData:
+    if a is None or a.matches == 0:
+        return b
+    if b.matches == 0:
+        return a
+    K = max(a.features.shape[2], b.features.shape[2])
+
+    def pad(d: MatchData) -> np.ndarray:
+        extra = K - d.features.shape[2]
+        return d.features if extra == 0 else np.pad(d.features, ((0, 0), (0, 0), (0, extra), (0, 0)))
+    return MatchData(np.concatenate([pad(a), pad(b)]), np.concatenate([a.sizes, b.sizes]),
+                     np.concatenate([a.y, b.y]), a.sources)
+
+
+def _parse_lines(raw: bytes, where: str) -> MatchData:
+    """Lines the learner wrote itself (already valid spec §5): parsed without the per-field checks."""
+    rows = [json.loads(line) for line in raw.splitlines() if line.strip()]
+    if not rows:
+        return MatchData(np.zeros((0, 2, 1, 1), np.float32), np.zeros((0, 2), np.int16), np.zeros(0), [where])
+    D = len(rows[0]["teams"])
+    K = max(len(t) for r in rows for t in r["teams"])
+    F = len(rows[0]["teams"][0][0]["features"])
+    feats = np.zeros((len(rows), D, K, F), np.float32)
+    sizes = np.zeros((len(rows), D), np.int16)
+    for m, r in enumerate(rows):
+        for j, team in enumerate(r["teams"]):
+            sizes[m, j] = len(team)
+            feats[m, j, :len(team)] = [p["features"] for p in team]
+    return MatchData(feats, sizes, np.asarray([r["engagement"] for r in rows], dtype=np.float64), [where])
+
+
+def read_logs(paths: list[Path], trusted: set[Path] | None = None) -> MatchData:
+    """The matches of ``paths``, in order. A file is read once and then only its appended lines; files
+    in ``trusted`` (the learner's own logs) skip the per-field checks, the others are read by
+    :func:`load_matchlog` (a file that changed other than by appending is read again)."""
+    out: MatchData | None = None
+    for p in paths:
+        key = str(Path(p).resolve())
+        size = Path(p).stat().st_size
+        done, data = _CACHE.get(key, (0, None))
+        if data is None or size < done:
+            done, data = 0, None
+        if size > done:
+            if trusted is not None and Path(p) in trusted:
+                with open(p, "rb") as f:
+                    f.seek(done)
+                    raw = f.read(size - done)
+                raw = raw[:raw.rfind(b"\n") + 1]  # a line still being written waits for the next refit
+                data, done = _concat(data, _parse_lines(raw, key)), done + len(raw)
+            else:
+                data, done = load_matchlog([p]), size
+            _CACHE[key] = (done, data)
+        out = _concat(out, data)
+    assert out is not None
+    return out
 
 
 @dataclass
@@ -51,35 +117,46 @@ def mse(model: EngagementModel, data: MatchData) -> float:
     return float(np.mean((predict(model, data) - data.y) ** 2)) if data.matches else float("nan")
 
 
-def refit(train_logs: list[Path], holdout_logs: list[Path], live: EngagementModel, *, epochs: int = 30,
-          seed: int = 0, max_matches: int | None = None, name: str | None = None,
-          extra: dict[str, Any] | None = None) -> RefitResult:
-    """Fit a candidate on ``train_logs`` and score it and ``live`` on ``holdout_logs``.
+def refit(seed_logs: list[Path], train_logs: list[Path], holdout_logs: list[Path], live: EngagementModel, *,
+          epochs: int = 30, seed: int = 0, max_results: int | None = None, name: str | None = None,
+          extra: dict[str, Any] | None = None, epoch_matches: int | None = EPOCH_MATCHES) -> RefitResult:
+    """Fit a candidate on the seed logs and the pool's results, and score it and ``live`` on ``holdout_logs``.
 
     Args:
-        train_logs: match logs to train on (the seed log first, then the pool's own results).
-        holdout_logs: the pool's held-out results (spec §5 lines), never trained on.
+        seed_logs: the studio's match logs (spec §5), read with every check.
+        train_logs: the pool's own results that the learner appended (read without the per-field checks:
+            see :func:`read_logs`); the newest ``max_results`` of them are trained on.
+        holdout_logs: the pool's held-out results (the learner's too), never trained on.
         live: the model serving now.
-        max_matches: keep at most this many of the newest training matches (the last lines).
+        epoch_matches: matches per epoch at most (:data:`EPOCH_MATCHES`).
     Raises:
         InvalidInput: a bad log, too few matches, or a log whose teams or features differ from ``live``.
     """
     t0 = time.perf_counter()
-    logs = [p for p in train_logs if Path(p).is_file() and Path(p).stat().st_size > 0]
-    if not logs:
-        raise InvalidInput("learning", "no training data yet")
-    data = load_matchlog(logs)
-    if max_matches is not None and data.matches > max_matches:
-        data = data.take(np.arange(data.matches - max_matches, data.matches))
-    hold = [p for p in holdout_logs if Path(p).is_file() and Path(p).stat().st_size > 0]
+
+    def present(paths: list[Path]) -> list[Path]:
+        return [Path(p) for p in paths if Path(p).is_file() and Path(p).stat().st_size > 0]
+
+    own_logs, hold = present(train_logs), present(holdout_logs)
+    trusted = set(own_logs) | set(hold)
+    own = read_logs(own_logs, trusted) if own_logs else None
+    if own is not None and max_results is not None and own.matches > max_results:
+        own = own.take(np.arange(own.matches - max_results, own.matches))
+    logs = present(seed_logs) + own_logs
     if not hold:
         raise InvalidInput("learning", "no held-out results yet")
-    hold_data = load_matchlog(hold)
-    for what, d in (("training data", data), ("held-out results", hold_data)):
-        if (d.teams, d.feature_dim) != (live.teams, live.feature_dim):
+    parts = [("seed_log", read_logs(present(seed_logs)) if present(seed_logs) else None), ("results", own),
+             ("held-out results", read_logs(hold, trusted))]
+    for what, d in parts:
+        if d is not None and d.matches and (d.teams, d.feature_dim) != (live.teams, live.feature_dim):
             raise InvalidInput("learning", f"{what} have {d.teams} teams × {d.feature_dim} features; the live model "
                                            f"scores {live.teams} × {live.feature_dim}")
-    cfg = LogFitConfig(epochs=epochs, seed=seed, val_share=0.1, patience=5, threads=1, name=name)
+    data = _concat(parts[0][1], own) if own is not None else parts[0][1]
+    hold_data = parts[2][1]
+    if data is None or data.matches == 0:
+        raise InvalidInput("learning", "no training data yet")
+    cfg = LogFitConfig(epochs=epochs, seed=seed, val_share=0.1, patience=5, threads=1, name=name,
+                       epoch_matches=epoch_matches)
     res = fit_data(data, cfg, hold_data=hold_data, command="refit (mgmatch.app.learning)",
                    logs=[str(p) for p in logs], holdout_split="the pool's held-out results", extra=extra)
     model_json = res.model.to_json()
