@@ -4,8 +4,8 @@
 ``--truth``) reaches :meth:`PoolLearner.on_result` in the process that accepted it; a learner in
 another process finds it in the store (:meth:`PoolLearner.scan`). Each result is appended as a spec
 §5 line (with ``model_version``, ``policy`` and ``propensity``) to one of two logs in the pool's
-``learning.dir``: ``<pool>.holdout.jsonl`` for a fixed share of matches (a hash of the match id,
-``holdout_share``), never trained on, else ``<pool>.train.jsonl``. Appends are flushed and synced
+``learning.dir``: ``<pool>.holdout.jsonl`` for a fixed share of matches (a seeded draw by arrival order,
+``holdout_share``, a seeded draw per result in the order they arrive), never trained on, else ``<pool>.train.jsonl``. Appends are flushed and synced
 before they count; a partial last line (a process killed mid-append) is cut at start-up. The store
 keeps every result until its retention, so a result not yet appended when a process died is
 appended by the next scan.
@@ -79,6 +79,7 @@ class Decision:
     plan: Plan
     policy: str
     propensity: float
+    seed: int = 0        # the solver's seed (from the learner's seeded stream: a replay is reproducible)
 
 
 def version_of(sha256: str) -> str:
@@ -147,7 +148,6 @@ class PoolLearner:
         self._rng = np.random.default_rng(np.random.SeedSequence([self.cfg.seed, 0x6C6561726E]))
         self._pointer_mtime: float | None = None
         self.refits: list[dict[str, Any]] = []  # what each refit did (newest last)
-        self.dir.mkdir(parents=True, exist_ok=True)
         self._seen = _repair_log(self.train_log) | _repair_log(self.holdout_log)
         self.results = len(self._seen)
         self.results_at_refit = self.results
@@ -172,15 +172,16 @@ class PoolLearner:
         eps = self.explore_share()
         with self._lock:
             u = float(self._rng.random())
+            seed = int(self._rng.integers(2**31))
         if u < eps:
-            return Decision(replace(plan, method=EXPLORE_METHOD), EXPLORE, eps)
-        return self.exploit(plan, eps)
+            return Decision(replace(plan, method=EXPLORE_METHOD), EXPLORE, eps, seed)
+        return self.exploit(plan, eps, seed)
 
-    def exploit(self, plan: Plan, eps: float) -> Decision:
+    def exploit(self, plan: Plan, eps: float, seed: int = 0) -> Decision:
         """The exploit policy's plan: the pool's method, or its fallback once the predictor's model is gone."""
         if method_info(plan.method).needs_predictor and self.changed:
             plan = replace(plan, method=plan.fallback_method)  # the predictor learned the starting model's optima
-        return Decision(plan, EXPLOIT, 1.0 - eps)
+        return Decision(plan, EXPLOIT, 1.0 - eps, seed)
 
     def poll(self) -> bool:
         """Serve the model the live pointer names when it changed since the last look; True when it did.
@@ -246,12 +247,14 @@ class PoolLearner:
         for rec in pending:
             if rec.match_id in self._seen or rec.match_id in added:
                 continue
-            held = bucket(f"{self.cfg.seed}:holdout:{rec.match_id}") < self.cfg.holdout_share
+            # the n-th result of the pool is held out by a seeded draw (match ids carry random claim ids)
+            held = bucket(f"{self.cfg.seed}:holdout:{self.results + len(added)}") < self.cfg.holdout_share
             line = json.dumps(rec.log_line(), allow_nan=False, separators=(",", ":"))
             lines[self.holdout_log if held else self.train_log].append(line)
             added.append(rec.match_id)
         for path, rows in lines.items():
             if rows:
+                path.parent.mkdir(parents=True, exist_ok=True)
                 with open(path, "a", encoding="utf-8") as f:
                     f.write("\n".join(rows) + "\n")
                     f.flush()

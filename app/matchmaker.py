@@ -226,12 +226,12 @@ class JobRunner:
                     if steps:
                         inst = relax(inst, job.waited_s, RelaxConfig(steps, "max"))
                     t0 = time.perf_counter()
-                    sol = self.engine.solve(inst, plan, job.pool, seed=seed_of(key), start=t0)
+                    seed = decision.seed if decision is not None else seed_of(key)
+                    sol = self.engine.solve(inst, plan, job.pool, seed=seed, start=t0)
                     if decision is not None and not sol.has_assignment and decision.policy == "explore":
                         # no random candidate match was feasible: the pool's own method forms it
-                        decision = learner.exploit(plan_for(pool, arm_cfg), decision.propensity)
-                        sol = self.engine.solve(inst, decision.plan, job.pool, seed=seed_of(key),
-                                                start=time.perf_counter())
+                        decision = learner.exploit(plan_for(pool, arm_cfg), decision.propensity, seed)
+                        sol = self.engine.solve(inst, decision.plan, job.pool, seed=seed, start=time.perf_counter())
                     if decision is not None:
                         sol = sol.model_copy(update={"policy": decision.policy, "propensity": decision.propensity})
                 except InvalidInput as err:

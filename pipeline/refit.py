@@ -155,11 +155,17 @@ def refit(seed_logs: list[Path], train_logs: list[Path], holdout_logs: list[Path
     hold_data = parts[2][1]
     if data is None or data.matches == 0:
         raise InvalidInput("learning", "no training data yet")
+    # batches of 512 (fit-engagement's), smaller on a young pool's few results: at least 8 steps an
+    # epoch, which the one-cycle schedule needs to have a warm-up
+    per_epoch = min(data.matches, epoch_matches or data.matches)
     cfg = LogFitConfig(epochs=epochs, seed=seed, val_share=0.1, patience=5, threads=1, name=name,
-                       epoch_matches=epoch_matches)
+                       epoch_matches=epoch_matches, batch=int(max(8, min(512, per_epoch // 8))))
     res = fit_data(data, cfg, hold_data=hold_data, command="refit (mgmatch.app.learning)",
-                   logs=[str(p) for p in logs], holdout_split="the pool's held-out results", extra=extra)
+                   logs=[p.name for p in logs], holdout_split="the pool's held-out results", extra=extra)
     model_json = res.model.to_json()
+    # the file's SHA-256 is the model's version: the same data and seed give the same version (no clock in it)
+    for key in ("date", "seconds"):
+        model_json.get("training", {}).pop(key, None)
     candidate = parse_engagement(model_json)
     return RefitResult(model_json, mse(candidate, hold_data), mse(live, hold_data), data.matches, hold_data.matches,
                        time.perf_counter() - t0)
