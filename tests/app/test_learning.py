@@ -218,6 +218,7 @@ def test_a_failed_refit_is_counted_and_the_live_model_stays(tmp_path):
 def test_a_pointer_that_does_not_check_out_is_ignored(tmp_path):
     cfg = load(tmp_path, pool_config(tmp_path, linear_model([0.0, 0.0, 0.0])))
     lp = learner_for(cfg)
+    lp.dir.mkdir(parents=True, exist_ok=True)
     (lp.dir / "x.json").write_text(json.dumps(linear_model([1.0, 0, 0])))
     lp.pointer.write_text(json.dumps({"file": "x.json", "sha256": "0" * 64}))
     start = lp.live_version
