@@ -110,7 +110,10 @@ def arm_config(world: World, arm: str, model: Path, truth: Path, seed_log: Path,
         "name": POOL, "teams": world.teams, "team_size": world.team_size, "rules": world.rules,
         "engagement_model": {"path": str(eng), "sha256": _sha(eng)},
         "method": "skill" if arm == "skill" else "surrogate", "fallback_method": "surrogate",
-        "time_budget_ms": budget_ms, "max_candidates": max_candidates, "partition": "sequential",
+        # the baseline gets at least 200 ms: solve time does not advance the replay's clock, and a skill
+        # solve that runs out of time would leave players unmatched and shift its stream
+        "time_budget_ms": max(budget_ms, 200.0) if arm == "skill" else budget_ms,
+        "max_candidates": max_candidates, "partition": "sequential",
         "ticket_ttl_s": 3600, "dispatch": {"policy": "batch", "params": {"interval_s": interval_s}},
     }
     if arm == "learning":

@@ -5,7 +5,10 @@ the rules allow, split the chosen players into teams whose skill sums are as clo
 allow. It reads no engagement model (the Solution's ``objective`` is still the model's value of the
 answer, computed by :meth:`Problem.solution` as for every method).
 
-Both steps are small MIPs over the compiled rules (:class:`~mgmatch.solvers.mip.MipModel`, the same
+The common case needs no MIP: when some split of the anchor and its nearest players is feasible,
+every split of them is checked at once (the checker, vectorized; up to :data:`FAST_MAX_SPLITS`
+splits) and the one with the closest skill sums is the answer. Otherwise both steps are small MIPs
+over the compiled rules (:class:`~mgmatch.solvers.mip.MipModel`, the same
 rows every SCIP solve reads), so "that the rules allow" means exactly the project's rules:
 
 1. **Select.** Maximize Σ_ij (B·[i = anchor] − |skill_i − skill_anchor| / scale)·x_ij: the anchor
@@ -25,6 +28,7 @@ when SCIP proves step 1 has no feasible assignment (the rules allow no match), e
 from __future__ import annotations
 
 import time
+from itertools import combinations
 
 import numpy as np
 from pyscipopt import quicksum
@@ -44,6 +48,37 @@ MARGIN_S = 0.012
 MARGIN_SHARE = 0.10
 #: the split stops once its skill-sum spread is proven within this many skill points of the best
 SPLIT_ABS_GAP = 1.0
+#: the direct path enumerates the splits of the nearest players when they have at most this many
+FAST_MAX_SPLITS = 20_000
+
+
+def splits(sizes: tuple[int, ...], m: int, limit: int = FAST_MAX_SPLITS) -> np.ndarray | None:
+    """Every way to split players 0..m−1 into teams of ``sizes`` (team index per player, [B, m]); None
+    when there are more than ``limit``."""
+    from math import comb
+
+    count, left = 1, m
+    for k in sizes:
+        count *= comb(left, k)
+        left -= k
+    if count > limit:
+        return None
+    rows: list[list[int]] = []
+
+    def rec(prefix: list[int], j: int) -> None:
+        if j == len(sizes):
+            rows.append(list(prefix))
+            return
+        free = [i for i in range(m) if prefix[i] < 0]
+        for team in combinations(free, sizes[j]):
+            for i in team:
+                prefix[i] = j
+            rec(prefix, j + 1)
+            for i in team:
+                prefix[i] = -1
+
+    rec([-1] * m, 0)
+    return np.asarray(rows, dtype=np.int64).reshape(-1, m)
 
 
 def anchor_of(waited: np.ndarray) -> int:
@@ -86,6 +121,10 @@ class SkillSolver:
         skill = np.nan_to_num(inst.skills(), nan=0.0)
         waited = np.asarray([p.waited_s if p.waited_s is not None else 0.0 for p in inst.players], dtype=np.float64)
         anchor = anchor_of(waited)
+        direct = self._direct(problem, skill, anchor)
+        if direct is not None:
+            self.last_stats = {"anchor": inst.players[anchor].id, "path": "direct"}
+            return problem.solution(direct, "feasible", self.name, budget.elapsed_ms())
         w = selection_weights(skill, anchor)
         try:
             mip = MipModel.build(problem.compiled, checker=problem.checker, settings="fast",
@@ -102,6 +141,26 @@ class SkillSolver:
             return problem.solution(None, status, self.name, budget.elapsed_ms())
         team_of = self._split(problem, budget, skill, first.team_of)
         return problem.solution(team_of, "feasible", self.name, budget.elapsed_ms())
+
+    def _direct(self, problem: Problem, skill: np.ndarray, anchor: int) -> np.ndarray | None:
+        """The common case without a MIP: the anchor and its nearest in skill, every split of them
+        checked at once (the checker, vectorized), the feasible one with the closest skill sums; None
+        when no split of them is feasible (or they have too many splits to enumerate)."""
+        inst = problem.instance
+        M = sum(inst.sizes)
+        s = np.nan_to_num(skill, nan=0.0)
+        dist = np.abs(s - s[anchor])
+        dist[anchor] = -1.0
+        chosen = np.argsort(dist, kind="stable")[:M]
+        T = splits(tuple(inst.sizes), M)
+        if T is None:
+            return None
+        sums = np.stack([(T == j) @ s[chosen] for j in range(inst.teams)], axis=1)
+        order = np.argsort(sums.max(1) - sums.min(1), kind="stable")
+        full = np.full((len(T), inst.n), -1, dtype=np.int64)
+        full[:, chosen] = T[order]
+        ok = problem.checker.feasible(full)
+        return full[int(np.argmax(ok))].copy() if ok.any() else None
 
     def _split(self, problem: Problem, budget: Budget, skill: np.ndarray, chosen: np.ndarray) -> np.ndarray:
         """Re-split the chosen players into teams with the closest skill sums the rules allow (step 2);

@@ -114,3 +114,27 @@ def test_preset_pools_get_feasible_answers_within_the_budget():
         assert sol.status == "feasible"
         assert pr.checker.violations(team_of_from_teams(inst, sol.teams)) == []
         assert sol.time_ms <= 300 + 20
+
+
+def test_the_direct_path_answers_when_the_nearest_players_can_be_split_and_the_mip_otherwise():
+    skills = [1000, 1100, 1500, 1510, 1490, 1520, 2000, 900, 1495]
+    inst = instance(skills, [1, 2, 3, 50, 4, 5, 6, 7, 8])
+    pr = Problem(inst, tiny_model(0))
+    s = make_solver("skill")
+    direct = s.solve(pr, Budget.of(2000))
+    assert s.last_stats["path"] == "direct"
+    # the same answer as the two MIPs give: the nearest four, split with the closest sums
+    rules = [{"kind": "avoid", "players": ["p3", "p2"], "scope": "team"}]
+    pr2 = Problem(instance(skills, [1, 2, 3, 50, 4, 5, 6, 7, 8], rules=rules), tiny_model(0))
+    s2 = make_solver("skill")
+    sol = s2.solve(pr2, Budget.of(2000))
+    assert {p for t in sol.teams for p in t} == {p for t in direct.teams for p in t}
+    assert s2.last_stats["path"] == "direct"  # p3 and p2 on different teams: still a split of the nearest
+    t = team_of_from_teams(pr2.instance, sol.teams)
+    assert t[2] != t[3]
+    rules = [{"kind": "avoid", "players": ["p3", "p2"], "scope": "match"}]
+    pr3 = Problem(instance(skills, [1, 2, 3, 50, 4, 5, 6, 7, 8], rules=rules), tiny_model(0))
+    s3 = make_solver("skill")
+    sol = s3.solve(pr3, Budget.of(2000))
+    assert "path" not in s3.last_stats and s3.last_stats["select_status"] == "optimal"
+    assert {p for t in sol.teams for p in t} == {"p3", "p5", "p8", "p4"}  # p2 out: 1490 is next
