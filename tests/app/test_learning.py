@@ -166,6 +166,7 @@ def test_a_partial_last_line_is_cut_at_start_up(tmp_path):
     assert again.results == 30
 
 
+@pytest.mark.slow
 def test_a_better_refit_goes_live_versioned_by_sha256_and_survives_a_restart(tmp_path):
     truth = linear_model([1.0, -0.5, 0.25], 0.3)
     cfg = load(tmp_path, pool_config(tmp_path, linear_model([0.0, 0.0, 0.0]), epochs=40))
@@ -188,6 +189,7 @@ def test_a_better_refit_goes_live_versioned_by_sha256_and_survives_a_restart(tmp
     assert again.changed
 
 
+@pytest.mark.slow
 def test_a_worse_refit_never_goes_live(tmp_path):
     truth = linear_model([1.0, -0.5, 0.25], 0.3)
     cfg = load(tmp_path, pool_config(tmp_path, truth, epochs=2))  # the live model is the truth itself
@@ -200,6 +202,7 @@ def test_a_worse_refit_never_goes_live(tmp_path):
     assert lp.live_version == start and not lp.pointer.exists()
 
 
+@pytest.mark.slow
 def test_a_failed_refit_is_counted_and_the_live_model_stays(tmp_path):
     bad_log = tmp_path / "hist.jsonl"
     bad_log.write_text(json.dumps({"format": "mgmatch-matchlog/v1", "teams": [[{"id": "a", "features": [1.0]}],

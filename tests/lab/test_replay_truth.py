@@ -16,6 +16,9 @@ from cli_helpers import one_line_error, run  # noqa: E402
 from mgmatch.lab.lift import stream  # noqa: E402
 from mgmatch.lab.lift_worlds import get_world  # noqa: E402
 
+# every test runs `mgmatch replay` in a subprocess; the replays refit models
+pytestmark = [pytest.mark.service, pytest.mark.slow]
+
 
 def start_model(world) -> dict:
     """A useless starting model: the structure of the truth, every weight 0, bias −2 (a constant far off)."""
