@@ -120,6 +120,14 @@ def _repair_log(path: Path) -> set[str]:
     return ids
 
 
+def _lower_priority() -> None:
+    """The refit process yields the CPU to the solving process (nice 19; a refit may take longer, a solve may not)."""
+    try:
+        os.nice(19)
+    except OSError:  # not permitted here: the refit runs at the service's priority
+        pass
+
+
 def _fit_job(seed_logs: list[str], train: list[str], holdout: list[str], live_json: dict, kw: dict) -> dict:
     """A refit in a child process: plain data in, plain data out."""
     from mgmatch.pipeline.refit import refit
@@ -325,6 +333,14 @@ class PoolLearner:
         return self.live_version
 
 
+def new_refit_executor() -> ProcessPoolExecutor:
+    """The child process ``serve`` refits in: spawned (no copy of the service's threads), at the lowest CPU priority."""
+    import multiprocessing
+
+    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_lower_priority)
+
+
 class Learning:
     """The learning pools of one process, and the loop that refits them (service, ``learner`` worker)."""
 
@@ -369,9 +385,7 @@ class Learning:
         results are posted to)."""
         interval = min(p.cfg.interval_s for p in self.pools.values())
         if refit and not in_process and self._executor is None:
-            import multiprocessing
-
-            self._executor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+            self._executor = new_refit_executor()
         metrics.WORKER_UP.labels("learner").set(1)
         try:
             scanned = False

@@ -13,11 +13,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import multiprocessing
 import tempfile
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +23,7 @@ import numpy as np
 from mgmatch.app.ab import plan_for
 from mgmatch.app.config import parse_config
 from mgmatch.app.engine import Engine
-from mgmatch.app.learning import Learning
+from mgmatch.app.learning import Learning, new_refit_executor
 from mgmatch.app.models_hub import EngagementModels
 from mgmatch.core.instance import parse_instance
 
@@ -81,7 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
 
         solve_for(3.0)  # warm
         base = solve_for(a.baseline_s)
-        executor = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        executor = new_refit_executor()
         executor.submit(int, 0).result()  # the child is up before the clock starts
         done = threading.Event()
         outcome: dict = {}

@@ -227,3 +227,20 @@ def test_a_pointer_that_does_not_check_out_is_ignored(tmp_path):
     start = lp.live_version
     assert lp.poll() is False
     assert lp.live_version == start
+
+
+@pytest.mark.slow
+@pytest.mark.service
+def test_a_refit_in_the_child_process_goes_live_as_inline(tmp_path):
+    from mgmatch.app.learning import new_refit_executor
+
+    truth = linear_model([1.0, -0.5, 0.25], 0.3)
+    cfg = load(tmp_path, pool_config(tmp_path, linear_model([0.0, 0.0, 0.0]), epochs=10))
+    lp = learner_for(cfg)
+    feed(lp, 200, truth)
+    executor = new_refit_executor()
+    try:
+        assert lp.refit(executor) == "live", lp.refits
+    finally:
+        executor.shutdown()
+    assert lp.changed and (lp.dir / f"{json.loads(lp.pointer.read_text())['sha256']}.json").is_file()
