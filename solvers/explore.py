@@ -12,8 +12,8 @@ from __future__ import annotations
 from mgmatch.core.problem import Problem
 from mgmatch.core.solution import Solution
 
-from .base import Budget, register
 from .baselines import RandomSolver
+from .interface import Budget, register
 
 #: random candidate matches drawn per explore match
 SAMPLES = 32

@@ -36,7 +36,7 @@ from pyscipopt import quicksum
 from mgmatch.core.problem import Problem
 from mgmatch.core.solution import Solution
 
-from .base import Budget, register
+from .interface import Budget, register
 from .mip import BuildInterrupted, MipModel, released
 
 #: the share of the time left that the selection MIP may use; the split gets the rest
