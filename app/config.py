@@ -132,6 +132,50 @@ class CaptureConfig(_Strict):
     solve_requests: StrictBool = Field(default=False, description="Global capture only: also record /v1/solve instances.")
 
 
+class LearningConfig(_Strict):
+    """A pool that learns from its own results (spec §7; :mod:`mgmatch.app.learning`).
+
+    Every default is meant to work on a game the project has never seen; docs/guides/learning.md says
+    what each trades.
+    """
+
+    seed_log: Path | None = Field(default=None, description="The studio's match log (spec §5), part of every "
+                                                              "refit's data (relative to the config's folder).")
+    dir: Path = Field(default=Path("learned"),
+                      description="Folder of the learned model versions (<sha256>.json) and of the live pointer "
+                                  "(<pool>.live.json), relative to the config's folder.")
+    refit_every: Integer = Field(default=200, ge=10, le=1_000_000,
+                                 description="Refit once this many new results arrived since the last refit.")
+    min_results: Integer = Field(default=100, ge=10, le=1_000_000,
+                                 description="No refit before the pool has this many results.")
+    max_results: Integer = Field(default=50_000, ge=100, le=10_000_000,
+                                 description="A refit trains on at most this many of the newest results "
+                                             "(plus the seed log).")
+    holdout_share: Number = Field(default=0.2, gt=0, lt=1,
+                                  description="Share of the results (by a hash of the match id) never trained on: "
+                                              "a refit goes live only if it predicts them better than the live model.")
+    min_holdout: Integer = Field(default=20, ge=1, le=1_000_000,
+                                 description="A refit is checked on at least this many unseen results, else it waits.")
+    tolerance: Number = Field(default=0.0, ge=0, le=1,
+                              description="A refit goes live when its held-out MSE ≤ the live model's × (1 + tolerance).")
+    explore: Number = Field(default=0.2, ge=0, le=1,
+                            description="Share of matches formed to learn (policy explore) while the pool is new.")
+    explore_min: Number = Field(default=0.05, ge=0, le=1,
+                                description="The explore share never decays below this.")
+    explore_half_life: Integer = Field(default=1000, ge=1, le=100_000_000,
+                                       description="Results after which the explore share above explore_min halves.")
+    epochs: Integer = Field(default=30, ge=1, le=1000, description="Most epochs of a refit (early stopping on).")
+    seed: Integer = Field(default=0, description="Seed of the refits and of the explore draws.")
+    interval_s: Number = Field(default=5.0, gt=0, le=86_400,
+                               description="How often the learner checks for new results (service).")
+
+    @model_validator(mode="after")
+    def _check(self) -> LearningConfig:
+        if self.explore_min > self.explore:
+            raise InvalidInput("explore_min", f"{self.explore_min} > explore {self.explore}")
+        return self
+
+
 class PoolConfig(_Strict):
     name: str = Field(pattern=POOL_NAME)
     teams: Integer = Field(default=2, ge=2, le=MAX_TEAMS)
@@ -176,6 +220,7 @@ class PoolConfig(_Strict):
                                       "the player's stored rating mu when the ticket gives none (openskill "
                                       "scale: a new player is 25).")
     feature_dim: Integer | None = Field(default=None, ge=1, description="Filled from the engagement model at start-up.")
+    learning: LearningConfig | None = Field(default=None, description="Learn from this pool's results (spec §7).")
 
     @field_validator("team_sizes")
     @classmethod
@@ -192,6 +237,8 @@ class PoolConfig(_Strict):
             raise InvalidInput("team_sizes", f"needs {self.teams} entries (teams), got {len(self.team_sizes)}")
         if self.match_size > self.max_candidates:
             raise InvalidInput("max_candidates", f"{self.max_candidates} < players per match {self.match_size}")
+        if self.learning is not None and self.engagement_model is None:
+            raise InvalidInput("learning", "a learning pool needs its starting engagement_model")
         if self.allocator is not None and self.accept is not None:
             raise InvalidInput("allocator", "a pool with a ready check (accept) cannot have an allocator yet")
         if self.scan_window is not None and self.scan_window < self.match_size:
@@ -484,6 +531,11 @@ def _relative_to(obj: Any, base: Path) -> Any:
                     if isinstance(p.get(attr), dict):
                         p[attr] = dict(p[attr])
                         fix(p[attr], "dir" if attr == "capture" else "path")
+                if isinstance(p.get("learning"), dict):
+                    p["learning"] = dict(p["learning"])
+                    p["learning"].setdefault("dir", "learned")
+                    fix(p["learning"], "seed_log")
+                    fix(p["learning"], "dir")
             pools.append(p)
         obj["pools"] = pools
     if isinstance(obj.get("capture"), dict):
@@ -495,8 +547,8 @@ def _relative_to(obj: Any, base: Path) -> Any:
 def load_config(path: str | Path | None) -> ServiceConfig:
     """Read the YAML config (or the built-in default when ``path`` is None).
 
-    A pool's own model files (``{path, sha256}``) and capture folders given as relative paths are
-    taken relative to the config file's folder; ``models:`` entries keep the working directory.
+    A pool's own model files (``{path, sha256}``), capture folders and ``learning`` paths (``seed_log``,
+    ``dir``) given as relative paths are taken relative to the config file's folder; ``models:`` entries keep the working directory.
     """
     if path is None:
         return parse_config(DEFAULT_CONFIG, "default config")

@@ -158,8 +158,9 @@ class JobRunner:
     """
 
     def __init__(self, pools: dict[str, PoolConfig], store: Store, engine: Engine, experiments: Experiments,
-                 clock=time.time):
+                 clock=time.time, learning=None):
         self.pools, self.store, self.engine, self.experiments = pools, store, engine, experiments
+        self.learning = learning  # mgmatch.app.learning.Learning: the policy of a learning pool's matches
         self._logged: dict[str, float] = {}
         self.clock = clock  # wall clock; the replay driver injects a simulated one
 
@@ -215,6 +216,10 @@ class JobRunner:
                     elif job.arm is not None:
                         arm_cfg = next((a for a in exp.config.arms if a.name == job.arm), None)
                 plan = plan_for(pool, arm_cfg)
+                learner = self.learning.get(job.pool) if self.learning is not None else None
+                decision = learner.decide(plan) if learner is not None else None
+                if decision is not None:
+                    plan = decision.plan
                 owner: dict[str, str] = {}
                 try:
                     obj, owner = instance_object(pool, remaining, now)
@@ -222,7 +227,14 @@ class JobRunner:
                     if steps:
                         inst = relax(inst, job.waited_s, RelaxConfig(steps, "max"))
                     t0 = time.perf_counter()
-                    sol = self.engine.solve(inst, plan, job.pool, seed=seed_of(key), start=t0)
+                    seed = decision.seed if decision is not None else seed_of(key)
+                    sol = self.engine.solve(inst, plan, job.pool, seed=seed, start=t0)
+                    if decision is not None and not sol.has_assignment and decision.policy == "explore":
+                        # no random candidate match was feasible: the pool's own method forms it
+                        decision = learner.exploit(plan_for(pool, arm_cfg), decision.propensity, seed)
+                        sol = self.engine.solve(inst, decision.plan, job.pool, seed=seed, start=time.perf_counter())
+                    if decision is not None:
+                        sol = sol.model_copy(update={"policy": decision.policy, "propensity": decision.propensity})
                 except InvalidInput as err:
                     bad = ticket_at_fault(err, owner)
                     if bad is None:
@@ -259,6 +271,8 @@ class JobRunner:
         M = min(job.max_matches, players // pool.match_size)
         if M < 2 or pool.partition == "sequential" or exp is not None:
             return None
+        if self.learning is not None and self.learning.get(job.pool) is not None:
+            return None  # a learning pool draws each match's policy (mgmatch.app.learning)
         if pool.partition == "auto" and (method_info(pool.method).needs_predictor
                                           or not prefer_joint(pool.match_size, players, M)):
             return None  # auto: only where the bench measured joint ahead (against model-free one-at-a-time)
@@ -304,6 +318,7 @@ class JobRunner:
                 log.warning("pool %s: match %s not allocated: %s", job.pool, match_id, err)
                 return False, rest
         record = match_record(job.pool, result, players, remaining)
+        record.policy, record.propensity = getattr(sol, "policy", None), getattr(sol, "propensity", None)
         accept = getattr(self.pools[job.pool], "accept", None)
         if accept is not None:  # a ready check: proposed now, matched once every player accepts
             done = self.store.propose_match(job.pool, job.claim_id, selected, result, record, now + accept.timeout_s)

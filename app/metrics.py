@@ -74,6 +74,12 @@ MATCH_RESULTS = Counter("mgmatch_matches_results_total",
                         "Match results posted by game servers, by outcome (accepted, duplicate: the same result "
                         "again, conflict: a different result for a match that has one, unknown: no such match "
                         "or past its retention).", ["pool", "outcome"], registry=REGISTRY)
+LEARNING_REFITS = Counter("mgmatch_learning_refits_total",
+                          "Refits of a learning pool's model by outcome (live, rejected: held-out results predicted "
+                          "worse than by the live model, failed, waiting: too few held-out results).",
+                          ["pool", "outcome"], registry=REGISTRY)
+LEARNING_REFIT_SECONDS = Histogram("mgmatch_learning_refit_duration_seconds", "Wall time of one refit (fit and check).",
+                                   ["pool"], buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600), registry=REGISTRY)
 WORKER_UP = Gauge("mgmatch_worker_up", "1 while a worker loop runs.", ["kind"], registry=REGISTRY)
 
 WEBHOOK_DELIVERIES = Counter("mgmatch_webhooks_deliveries_total",
@@ -94,7 +100,8 @@ DOCUMENTED = (
     "mgmatch_http_request_duration_seconds", "mgmatch_http_rejected_total", "mgmatch_worker_up",
     "mgmatch_solver_dead_letters_total", "mgmatch_backfills_events_total", "mgmatch_backfills_open",
     "mgmatch_backfills_fill_seconds", "mgmatch_matches_results_total", "mgmatch_webhooks_deliveries_total",
-    "mgmatch_webhooks_delivery_seconds", "mgmatch_events_streams_open",
+    "mgmatch_webhooks_delivery_seconds", "mgmatch_events_streams_open", "mgmatch_learning_refits_total",
+    "mgmatch_learning_refit_duration_seconds",
 )
 
 

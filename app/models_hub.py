@@ -77,6 +77,13 @@ class EngagementModels:
     def version(self, name: str) -> str:
         return _engagement_version(self.get(name), name)
 
+    def replace(self, name: str, model: EngagementModel) -> None:
+        """Serve ``model`` as ``name`` from now on (a learning pool's refit that went live,
+        :mod:`mgmatch.app.learning`); its version is its ``training.version``."""
+        with self._lock:
+            self._cache[name] = model
+        metrics.set_model_version("engagement", name, _engagement_version(model, name))
+
 
 def _engagement_version(model: EngagementModel, name: str) -> str:
     tr = model.training or {}

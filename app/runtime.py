@@ -18,6 +18,7 @@ from .ab import Experiments
 from .capture import Capture
 from .config import ServiceConfig, load_config
 from .engine import DeadlinePredictor, Engine
+from .learning import Learning
 from .matchmaker import JobRunner, Matchmaker
 from .models_hub import EngagementModels, Predictors
 from .settings import Settings
@@ -149,6 +150,8 @@ class Runtime:
     prepared: list[tuple[str, str]] | None = None
     #: the webhook deliverer (:mod:`mgmatch.app.webhooks`) of an embedded runtime with webhooks configured
     deliverer: Any = None
+    #: the learning pools (spec §7), None when no pool learns
+    learning: Learning | None = None
 
     def __post_init__(self) -> None:
         if self.solves is None:
@@ -207,8 +210,9 @@ class Runtime:
                         except InvalidInput as err:
                             raise InvalidInput(f"{where}.params.{err.field}" if err.field else f"{where}.params",
                                                err.message) from None
-        runner = JobRunner({p.name: p for p in config.pools}, store, engine, experiments)
-        return Runtime(settings, config, store, engine, experiments, runner, predictors)
+        learning = Learning(config, engagement) or None  # reads each learning pool's live model
+        runner = JobRunner({p.name: p for p in config.pools}, store, engine, experiments, learning=learning)
+        return Runtime(settings, config, store, engine, experiments, runner, predictors, learning=learning)
 
     def warm(self) -> dict[str, str]:
         """Load every predictor a pool or an arm will ask for now, not inside the first solve's budget."""
@@ -320,12 +324,16 @@ class Runtime:
         self.deliverer = start_deliverer(self)
         if isinstance(self.predictors, Predictors):
             self.predictors.start_watcher()
+        if self.learning is not None:
+            self.learning.start(self.store, refit=True)  # refits in a child process, outside the solves
 
     def stop(self) -> None:
         for mm in self.matchmakers:
             mm.stop()
         if self.deliverer is not None:
             self.deliverer.stop()
+        if self.learning is not None:
+            self.learning.stop()
         if isinstance(self.predictors, Predictors):
             self.predictors.stop()
         self.solves.shutdown()

@@ -518,6 +518,8 @@ def post_result(rt: Runtime, match_id: str, body: ResultIn, owner: str | None) -
         raise Conflict(f"match {short_id(match_id)!r} already has a different result "
                        f"(engagement {stored.result['engagement'] if stored.result else None!r}); the first one stays")
     metrics.MATCH_RESULTS.labels(pool, "accepted" if fresh else "duplicate").inc()
+    if fresh and rt.learning is not None:
+        rt.learning.on_result(stored)  # a learning pool's training data (mgmatch.app.learning)
     out = {"match_id": match_id, "pool": pool, "status": "accepted" if fresh else "duplicate",
            "engagement": stored.result["engagement"] if stored.result else result["engagement"],
            "received_at": stored.result_at}

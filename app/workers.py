@@ -361,6 +361,26 @@ def answer(rt: Runtime, requests: list[dict]) -> dict[str, dict]:
     return replies
 
 
+class LearnerLoop:
+    """The ``learner`` worker's step: every ``interval_s``, the learning pools' new results from the
+    store appended to their logs and the pools that are due refitted (:mod:`mgmatch.app.learning`).
+    It solves nothing, so it fits in its own thread. Run one learner per config: it is the only
+    writer of the pools' learning folders (a shared volume the solver workers read the live models from)."""
+
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+        self.interval_s = min(lp.cfg.interval_s for lp in rt.learning.pools.values())
+        self.next_at = 0.0
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if now < self.next_at:
+            return False
+        self.next_at = now + self.interval_s
+        self.rt.learning.step(store=self.rt.store)
+        return False
+
+
 def run_worker(kind: str, rt: Runtime, min_idle_ms: int = 10_000, metrics_port: int | None = None) -> None:
     h = Harness(kind, rt)
     h.install_signals()
@@ -369,6 +389,8 @@ def run_worker(kind: str, rt: Runtime, min_idle_ms: int = 10_000, metrics_port: 
         leases: dict[str, tuple[float, bool]] = {}
         h.run(lambda: matchmaker_step(h, mms, leases), metrics_port)
     elif kind == "solver":
+        if rt.learning is not None:
+            rt.learning.start(rt.store, refit=False)  # serve the models the learner puts live
         h.run(lambda: solver_step(h, min_idle_ms), metrics_port)
     elif kind == "webhooks":
         from .webhooks import Deliverer
@@ -380,6 +402,10 @@ def run_worker(kind: str, rt: Runtime, min_idle_ms: int = 10_000, metrics_port: 
             h.run(d.step, metrics_port)
         finally:
             d.stop()
+    elif kind == "learner":
+        if rt.learning is None:
+            raise RuntimeError("no pool of the config has `learning:`; the learner has nothing to do")
+        h.run(LearnerLoop(rt), metrics_port)
     elif kind == "inference":
         if isinstance(rt.predictors, RemotePredictors):
             raise RuntimeError("the inference worker runs the predictors itself")

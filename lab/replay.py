@@ -240,6 +240,26 @@ class SimMatch:
     teams: list[list[str]]
     engagement: float | None
     skill_gap: float | None
+    true_engagement: float | None = None   # the truth model's value (replay --truth), without noise
+    model_version: str | None = None
+    policy: str | None = None
+    method: str | None = None
+
+
+@dataclass
+class Truth:
+    """Replay against a truth model (spec §7): each match formed gets ``model(teams) + Normal(0, noise²)``
+    as its result, posted through the results path of ``POST /v1/matches/{id}/result``; the draws come
+    from ``seed``. A learning pool appends the results and refits in the replay's thread, on the
+    replay's own sequence of results (``refit_every``), so a replay is reproducible for a seed."""
+
+    model: Any                      # mgmatch.core.engagement.EngagementModel
+    noise: float = 0.0
+    seed: int = 0
+    rng: Any = None
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0x7472757468]))
 
 
 @dataclass
@@ -254,16 +274,41 @@ class SimResult:
 
 def simulate(config: ServiceConfig, arrivals: list[Arrival], *, tick_s: float = 0.05, drain_s: float | None = None,
              on_created: Callable[[Runtime, SimTicket], None] | None = None,
-             reason_after_ticks: int = 20) -> SimResult:
+             reason_after_ticks: int = 20, truth: Truth | None = None, learn_dir: str | Path | None = None,
+             on_match: Callable[[SimMatch], None] | None = None) -> SimResult:
     """Run ``arrivals`` through ``config`` on a simulated clock (see the module doc). After the last
     arrival the matchmakers go on for ``drain_s`` (default: the longest ticket TTL of the config), or
     until no pool has a match's worth of live players. ``on_created`` sees each ticket right after it
     was stored, at its arrival time (``bench waits`` reads its wait estimate there). The matchmakers
     diagnose unmatched reasons as the service does (every ``reason_after_ticks`` ticks; 0 = off); a
-    ticket left unmatched keeps its last one (:attr:`SimTicket.reason`)."""
+    ticket left unmatched keeps its last one (:attr:`SimTicket.reason`).
+
+    With ``truth`` (:class:`Truth`) every match gets its result as it forms. A learning pool's files
+    (results logs, model versions) go to ``learn_dir`` (default: a temporary folder removed after the
+    run), never to the config's own ``learning.dir``: a replay starts from the configured model.
+    ``on_match`` sees every match once it is scored (a progress bar)."""
+    import tempfile
+
     config = config.model_copy(deep=True)
     if not arrivals:
         return SimResult([], [], 0.0, 0)
+    tmp = None
+    if any(p.learning is not None for p in config.pools):
+        if learn_dir is None:
+            tmp = tempfile.TemporaryDirectory(prefix="mgmatch-replay-learn-")
+            learn_dir = tmp.name
+        for p in config.pools:
+            if p.learning is not None:
+                p.learning = p.learning.model_copy(update={"dir": Path(learn_dir) / p.name})
+    try:
+        return _simulate(config, arrivals, tick_s, drain_s, on_created, reason_after_ticks, truth, on_match)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def _simulate(config: ServiceConfig, arrivals: list[Arrival], tick_s: float, drain_s: float | None,
+              on_created, reason_after_ticks: int, truth: Truth | None, on_match) -> SimResult:
     clock = SimClock(arrivals[0].time)
     store = MemoryStore(clock=clock, max_events=1_000_000)
     rt = Runtime.build(Settings(store="memory", embedded_workers=False, reason_after_ticks=0), config, store=store)
@@ -304,7 +349,13 @@ def simulate(config: ServiceConfig, arrivals: list[Arrival], *, tick_s: float = 
             for mm in mms.values():
                 mm.tick(clock.now)
             ticks += 1
-            _collect(store, by_id, matches, models)
+            for m in _collect(store, by_id, matches, models, truth):
+                if truth is not None:
+                    _post_truth(rt, m, truth)
+                if on_match is not None:
+                    on_match(m)
+            if truth is not None and rt.learning is not None:
+                rt.learning.step()  # append the results, refit a pool that is due (in this thread)
             k += 1
             # nothing can match until the next arrival: jump to its tick (no policy forms a match short of players)
             if nxt < len(sims) and sims[nxt].arrival.time > k * tick_s and not live_enough():
@@ -316,7 +367,12 @@ def simulate(config: ServiceConfig, arrivals: list[Arrival], *, tick_s: float = 
             t = store.get(s.id)
             s.expired = t is not None and t.view(clock.now).status == "expired"
             s.reason = t.unmatched_reason if t is not None else None
-    return SimResult(sims, sorted(matches.values(), key=lambda m: m.at), clock.now, ticks, refused)
+    details = {}
+    if rt.learning is not None:
+        details["learning"] = {name: {"refits": lp.refits, "results": lp.results, "live_version": lp.live_version,
+                                      "start_version": lp.start_version}
+                               for name, lp in rt.learning.pools.items()}
+    return SimResult(sims, sorted(matches.values(), key=lambda m: m.at), clock.now, ticks, refused, details)
 
 
 def _admit(store: MemoryStore, pool: Any, s: SimTicket, now: float, experiments: Experiments | None = None) -> bool:
@@ -340,9 +396,20 @@ def _admit(store: MemoryStore, pool: Any, s: SimTicket, now: float, experiments:
     return True
 
 
+def _post_truth(rt: Runtime, m: SimMatch, truth: Truth) -> None:
+    """The truth model's result of a match, posted as a game server posts it."""
+    from mgmatch.app.service import ResultIn, post_result
+
+    if m.true_engagement is None:
+        return
+    y = m.true_engagement + (float(truth.rng.normal(0.0, truth.noise)) if truth.noise > 0 else 0.0)
+    post_result(rt, m.match_id, ResultIn(engagement=y), owner=None)
+
+
 def _collect(store: MemoryStore, by_id: dict[str, SimTicket], matches: dict[str, SimMatch],
-             models: dict[str, Any]) -> None:
-    """Read the store's events since the last tick: the matched tickets, and their new matches scored."""
+             models: dict[str, Any], truth: Truth | None = None) -> list[SimMatch]:
+    """Read the store's events since the last tick: the matched tickets, and their new matches scored
+    (in the order they formed); returns the new matches."""
     events = list(store.events)
     store.events.clear()
     new: dict[str, list[SimTicket]] = {}
@@ -355,22 +422,33 @@ def _collect(store: MemoryStore, by_id: dict[str, SimTicket], matches: dict[str,
             continue
         s.matched_at, s.match_id = e["ts"], t.result["match_id"]
         if s.match_id not in matches:
-            matches[s.match_id] = SimMatch(s.match_id, t.pool, e["ts"], t.result["teams"], None, None)
+            matches[s.match_id] = SimMatch(s.match_id, t.pool, e["ts"], t.result["teams"], None, None,
+                                           model_version=t.result.get("model_version"),
+                                           method=t.result.get("method"))
         new.setdefault(s.match_id, []).append(s)
+    out = []
     for mid, members in new.items():
         m = matches[mid]
-        _score(m, {p["id"]: p for s in members for p in s.arrival.players}, models.get(m.pool))
+        _score(m, {p["id"]: p for s in members for p in s.arrival.players}, models.get(m.pool), truth)
+        rec = store.get_match(m.pool, mid)
+        if rec is not None:
+            m.policy = rec.policy
+        out.append(m)
+    return out
 
 
-def _score(m: SimMatch, players: dict[str, dict[str, Any]], model: Any) -> None:
-    """Engagement under the pool's model and the gap between the teams' mean skills."""
+def _score(m: SimMatch, players: dict[str, dict[str, Any]], model: Any, truth: Truth | None = None) -> None:
+    """Engagement under the pool's starting model (and the truth model's), and the gap between the
+    teams' mean skills."""
     if any(pid not in players for team in m.teams for pid in team):
         return
     order = [pid for team in m.teams for pid in team]
     team_of = np.array([j for j, team in enumerate(m.teams) for _ in team])
+    feats = np.array([players[pid]["features"] for pid in order], dtype=np.float64)
     if model is not None:
-        feats = np.array([players[pid]["features"] for pid in order], dtype=np.float64)
         m.engagement = float(model.evaluate(model.embed(feats), team_of))
+    if truth is not None:
+        m.true_engagement = float(truth.model.evaluate(truth.model.embed(feats), team_of))
     skills = [[players[pid].get("skill") for pid in team] for team in m.teams]
     if all(s is not None for team in skills for s in team) and all(skills):
         means = [sum(team) / len(team) for team in skills]
@@ -392,8 +470,23 @@ def reason_kind(reason: str | None) -> str:
     return re.sub(r"\d+(\.\d+)?", "N", re.sub(r" \([^)]*\)", "", reason))
 
 
-def summarize(res: SimResult) -> dict[str, Any]:
-    """What ``replay`` compares between configs."""
+def windows(res: SimResult, size: int) -> list[dict[str, Any]]:
+    """Consecutive windows of ``size`` matches in the order they formed (the last one may be shorter): each
+    ``{"matches", "true_engagement_mean", "model_versions"}`` (spec §7), plus ``explore_share``."""
+    ms = [m for m in res.matches if m.true_engagement is not None]
+    out = []
+    for s in range(0, len(ms), size):
+        w = ms[s:s + size]
+        out.append({"matches": len(w), "true_engagement_mean": float(np.mean([m.true_engagement for m in w])),
+                    "true_engagement_sd": float(np.std([m.true_engagement for m in w], ddof=1)) if len(w) > 1 else 0.0,
+                    "model_versions": list(dict.fromkeys(m.model_version for m in w if m.model_version)),
+                    "explore_share": float(np.mean([m.policy == "explore" for m in w]))})
+    return out
+
+
+def summarize(res: SimResult, window_matches: int | None = None) -> dict[str, Any]:
+    """What ``replay`` compares between configs; with ``window_matches`` (a replay against a truth
+    model) also ``true_engagement_mean`` and ``windows``."""
     waits = [s.matched_at - s.created_at for s in res.tickets if s.matched_at is not None]
     eng = [m.engagement for m in res.matches if m.engagement is not None]
     gaps = [m.skill_gap for m in res.matches if m.skill_gap is not None]
@@ -414,7 +507,13 @@ def summarize(res: SimResult) -> dict[str, Any]:
         "simulated_s": res.end - (res.tickets[0].arrival.time if res.tickets else 0.0),
         "ticks": res.ticks,
         "unmatched_reasons": _reasons(unmatched),
-    }
+    } | (_truth_summary(res, window_matches) if window_matches is not None else {})
+
+
+def _truth_summary(res: SimResult, window_matches: int) -> dict[str, Any]:
+    true = [m.true_engagement for m in res.matches if m.true_engagement is not None]
+    return {"true_engagement_mean": float(np.mean(true)) if true else None,
+            "windows": windows(res, window_matches)}
 
 
 def _reasons(unmatched: list[SimTicket]) -> list[dict[str, Any]]:

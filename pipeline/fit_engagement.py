@@ -63,6 +63,9 @@ class LogFitConfig:
     head_l1: float = 0.0
     threads: int = 1
     name: str | None = None
+    #: each epoch trains on a fresh seeded sample of at most this many training matches (None: all of
+    #: them), so a refit's cost stops growing with the data (``mgmatch.pipeline.refit``)
+    epoch_matches: int | None = None
     team_hidden: tuple[int, ...] | None = None   # the set form's team network (None: the dense head)
     team_pool: str = "sum"
 
@@ -145,6 +148,8 @@ def _check_log_cfg(cfg: LogFitConfig) -> None:
     if cfg.patience and cfg.val_share == 0:
         raise InvalidInput("patience", "early stopping needs a validation share > 0")
     _positive_int("threads", cfg.threads)
+    if cfg.epoch_matches is not None:
+        _positive_int("epoch_matches", cfg.epoch_matches)
 
 
 def _tensors(data: MatchData, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -209,6 +214,25 @@ def fit_log(logs: list[str | Path], cfg: LogFitConfig, *, holdout_logs: list[str
             raise InvalidInput("holdout_logs", f"has {hold_data.teams} teams × {hold_data.feature_dim} features; "
                                                f"the log has {data.teams} × {data.feature_dim}")
     t_read = time.perf_counter() - t0
+    return fit_data(data, cfg, hold_data=hold_data, command=command or "mgmatch fit-engagement " + " ".join(
+        f"--logs {p}" for p in logs), progress=progress, extra=extra, logs=[str(p) for p in logs],
+        holdout_split=None if hold_data is None else "separate log: " + ", ".join(str(p) for p in holdout_logs or []),
+        t0=t0, t_read=t_read)
+
+
+def fit_data(data: MatchData, cfg: LogFitConfig, *, hold_data: MatchData | None = None, command: str = "",
+             progress: bool = False, extra: dict[str, Any] | None = None, logs: list[str] | None = None,
+             holdout_split: str | None = None, t0: float | None = None, t_read: float = 0.0) -> FitResult:
+    """Fit the engagement network on matches already in arrays (what :func:`fit_log` does after reading).
+
+    Args:
+        data: the matches to fit (a seeded share held out unless ``hold_data`` is given).
+        cfg: split, early stopping, optimizer and architecture.
+        hold_data: separate held-out matches (then nothing of ``data`` is held out).
+        command, logs, holdout_split, extra: what the ``training`` record says.
+    """
+    _check_log_cfg(cfg)
+    t0 = time.perf_counter() if t0 is None else t0
     train_idx, val_idx, hold_idx = _split(data.matches, cfg, hold_data is not None)
     if hold_data is None:
         hold_data = data
@@ -228,9 +252,9 @@ def fit_log(logs: list[str | Path], cfg: LogFitConfig, *, holdout_logs: list[str
         np.random.default_rng(cfg.seed).choice(train_idx, 100_000, replace=False))
     sizes = data.sizes
     record: dict[str, Any] = {
-        "command": command or "mgmatch fit-engagement " + " ".join(f"--logs {p}" for p in logs),
+        "command": command,
         "seed": cfg.seed,
-        "logs": [str(p) for p in logs],
+        "logs": logs or [],
         "teams": data.teams,
         "feature_dim": data.feature_dim,
         "team_sizes": {"min": sizes.min(0).tolist(), "max": sizes.max(0).tolist()},
@@ -248,7 +272,7 @@ def fit_log(logs: list[str | Path], cfg: LogFitConfig, *, holdout_logs: list[str
         "train": _short(metrics(predict(net, data, sample), data.y[sample])),
         "validation": _short(metrics(predict(net, data, val_idx), data.y[val_idx])) if len(val_idx) else None,
         "holdout": {"split": (f"seeded random {cfg.holdout_share:.0%} of the log" if hold_data is data
-                              else "separate log: " + ", ".join(str(p) for p in holdout_logs or [])),
+                              else holdout_split or "separate matches"),
                     **metrics(hold_pred, hold_data.y[hold_idx])},
         "seconds": {"read": round(t_read, 1), "train": round(t_train, 1), "total": round(time.perf_counter() - t0, 1)},
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -276,7 +300,8 @@ def _train(data: MatchData, train_idx: np.ndarray, val_idx: np.ndarray, cfg: Log
                         mean, std, float(y_train.mean()), t_scale, team_hidden=cfg.team_hidden, team_pool=cfg.team_pool)
     y = torch.as_tensor(((data.y - net.target_mean) / net.target_scale).astype(np.float32))
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    steps = cfg.epochs * math.ceil(len(train_idx) / cfg.batch)
+    per_epoch = len(train_idx) if cfg.epoch_matches is None else min(len(train_idx), cfg.epoch_matches)
+    steps = cfg.epochs * math.ceil(per_epoch / cfg.batch)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=steps, pct_start=0.1)
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 0x65706F63]))
     best_val, best_state, best_epoch, stale, epoch = math.inf, None, cfg.epochs, 0, 0
@@ -290,7 +315,7 @@ def _train(data: MatchData, train_idx: np.ndarray, val_idx: np.ndarray, cfg: Log
         for epoch in range(1, cfg.epochs + 1):
             net.train()
             total = 0.0
-            order = train_idx[rng.permutation(len(train_idx))]
+            order = train_idx[rng.permutation(len(train_idx))][:per_epoch]
             for s in range(0, len(order), cfg.batch):
                 idx = np.sort(order[s:s + cfg.batch])
                 xb, mb = _tensors(data, idx)
@@ -302,7 +327,7 @@ def _train(data: MatchData, train_idx: np.ndarray, val_idx: np.ndarray, cfg: Log
                 opt.step()
                 sched.step()
                 total += float(loss.detach()) * len(idx)
-            train_mse = total / len(train_idx) * net.target_scale ** 2
+            train_mse = total / len(order) * net.target_scale ** 2
             post = {"train_mse": f"{train_mse:.4g}"}
             point: dict[str, Any] = {"epoch": epoch, "train_mse": round(train_mse, 6)}
             if len(val_idx):

@@ -5,6 +5,10 @@ A log is JSON Lines, one played match per line::
     {"format": "mgmatch-matchlog/v1", "match_id": "m-17", "time": 1795400000.0,
      "teams": [[{"id": "u1", "features": [0.3, 1.2]}, ...], [...]], "engagement": 0.64}
 
+Optional per line (what the service writes for a learning pool's match, spec §5 and §7):
+``model_version`` (the engagement model that formed it), ``policy`` (``exploit`` or ``explore``)
+and ``propensity`` (that policy's probability, in (0, 1]).
+
 :func:`load_matchlog` reads one or more logs in **two streaming passes** and never holds more
 than one line's JSON at a time:
 
@@ -181,6 +185,13 @@ def check_line(obj: Any, path: Path, n: int, first: bool, teams: int | None, fea
         raise InvalidInput(_where(path, n, "match_id"), "must be a string")
     if "time" in obj and not _finite(obj["time"]):
         raise InvalidInput(_where(path, n, "time"), "must be a finite number")
+    # optional fields a learning pool writes (spec §5, §7): the model that formed the match, the policy and its probability
+    for key in ("model_version", "policy"):
+        if key in obj and obj[key] is not None and not (isinstance(obj[key], str) and obj[key]):
+            raise InvalidInput(_where(path, n, key), "must be a non-empty string")
+    if "propensity" in obj and obj["propensity"] is not None and not (
+            _finite(obj["propensity"]) and 0 < obj["propensity"] <= 1):
+        raise InvalidInput(_where(path, n, "propensity"), f"must be a number in (0, 1], got {json.dumps(obj['propensity'])[:40]}")
     if "engagement" not in obj:
         raise InvalidInput(_where(path, n, "engagement"), "field required")
     y = obj["engagement"]

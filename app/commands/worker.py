@@ -1,4 +1,4 @@
-"""``mgmatch worker matchmaker|solver|inference|webhooks``: the production processes, connected by Redis."""
+"""``mgmatch worker matchmaker|solver|inference|webhooks|learner``: the production processes, connected by Redis."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ import typer
 
 from mgmatch.app.cli import cli, fail
 
-KINDS = ("matchmaker", "solver", "inference", "webhooks")
+KINDS = ("matchmaker", "solver", "inference", "webhooks", "learner")
 
 
-@cli.command("worker", help="Run one worker process (matchmaker, solver, inference or webhooks) against Redis.")
+@cli.command("worker", help="Run one worker process (matchmaker, solver, inference, webhooks, or learner: the refits "
+                            "of the pools with `learning:`, one per config) against Redis.")
 def worker_cmd(
-    kind: Annotated[str, typer.Argument(help="matchmaker | solver | inference | webhooks")],
+    kind: Annotated[str, typer.Argument(help="matchmaker | solver | inference | webhooks | learner")],
     config: Annotated[Path | None, typer.Option(help="Service config (YAML); default: built-in pools.")] = None,
     redis_url: Annotated[str | None, typer.Option(help="Redis URL (env MGMATCH_REDIS_URL).")] = None,
     metrics_port: Annotated[int | None, typer.Option(help="Prometheus port (env MGMATCH_METRICS_PORT; 0 = none).")] = None,
@@ -45,6 +46,8 @@ def worker_cmd(
     store = make_store(settings)  # connects lazily: a Redis down now is waited for (MGMATCH_STARTUP_WAIT_S)
     predictors = RemotePredictors(store) if kind == "solver" and not local_predictor else None
     rt = Runtime.build(settings, store=store, predictors=predictors)
+    if kind == "learner" and rt.learning is None:
+        fail("worker learner: no pool of the config has `learning:`")
     rt.settle()
     try:
         run_worker(kind, rt, min_idle_ms=min_idle_ms)

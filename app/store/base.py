@@ -201,12 +201,18 @@ class MatchRecord:
     time: float = 0.0
     result: dict[str, Any] | None = None
     result_at: float | None = None
+    #: a learning pool's match (spec §7): the policy that formed it (``exploit``, ``explore``) and the
+    #: probability that policy had of being chosen for this match
+    policy: str | None = None
+    propensity: float | None = None
 
     def record_json(self) -> str:
         """The immutable part, as stored (time and result are stored beside it)."""
-        return json.dumps({"match_id": self.match_id, "pool": self.pool, "teams": self.teams, "method": self.method,
-                           "arm": self.arm, "model_version": self.model_version, "objective": self.objective,
-                           "owners": self.owners}, allow_nan=False)  # not asdict: it deep-copies every feature
+        d = {"match_id": self.match_id, "pool": self.pool, "teams": self.teams, "method": self.method,
+             "arm": self.arm, "model_version": self.model_version, "objective": self.objective, "owners": self.owners}
+        if self.policy is not None:
+            d["policy"], d["propensity"] = self.policy, self.propensity
+        return json.dumps(d, allow_nan=False)  # not asdict: it deep-copies every feature
 
     @staticmethod
     def from_fields(f: dict[str, str]) -> MatchRecord:
@@ -228,8 +234,10 @@ class MatchRecord:
                  for team in self.teams]
         line = {"format": "mgmatch-matchlog/v1", "match_id": self.match_id, "time": self.time, "teams": teams,
                 "engagement": self.result["engagement"]}
-        # optional §5 fields: the A/B arm that formed the match and the model version it was formed with
-        line.update({k: v for k, v in (("arm", self.arm), ("model_version", self.model_version)) if v is not None})
+        # optional §5 fields: the A/B arm that formed the match, the model version it was formed with, and a
+        # learning pool's policy with its probability
+        line.update({k: v for k, v in (("arm", self.arm), ("model_version", self.model_version),
+                                        ("policy", self.policy), ("propensity", self.propensity)) if v is not None})
         return line
 
 

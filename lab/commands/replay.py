@@ -27,6 +27,34 @@ def _config(path: Path | None):
     return load_config(path)
 
 
+def _truth(path: Path):
+    """The truth model file (spec §3); exit 2 naming it when it cannot be read."""
+    from mgmatch.core.engagement import load_engagement
+    from mgmatch.core.errors import InvalidInput
+
+    try:
+        return load_engagement(path)
+    except FileNotFoundError:
+        fail(f"--truth: no such file {path}")
+    except InvalidInput as err:
+        fail(f"--truth: {err}")
+    except (OSError, ValueError) as err:
+        fail(f"--truth: cannot read {path}: {err}")
+
+
+def _truth_fits(model, cfg, arrivals) -> None:
+    """The truth model scores every pool of the stream: its teams and the tickets' feature width."""
+    pools = {p.name: p for p in cfg.pools}
+    for name in dict.fromkeys(a.pool for a in arrivals):
+        p = pools[name]
+        if model.teams != p.teams:
+            fail(f"--truth: the model scores {model.teams} teams, pool {name} has {p.teams}")
+        a = next(a for a in arrivals if a.pool == name)
+        dim = len(a.players[0]["features"])
+        if model.feature_dim != dim:
+            fail(f"--truth: the model takes {model.feature_dim} features, the tickets of pool {name} carry {dim}")
+
+
 def _fmt(v: Any, spec: str) -> str:
     return "—" if v is None else spec.format(v)
 
@@ -80,26 +108,45 @@ def replay_cmd(
     config: Annotated[list[Path], typer.Option("--config", help="A service config (YAML); give it twice for A/B.")],
     tick_s: Annotated[float, typer.Option(help="Matchmaker tick in simulated seconds.")] = 0.05,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as one JSON document.")] = False,
+    truth: Annotated[Path | None, typer.Option(help="A truth engagement model (spec §3) standing in for the players: "
+                                                    "each match formed gets truth(teams) + Normal(0, noise²) as its "
+                                                    "result, so a learning pool learns during the replay.")] = None,
+    noise: Annotated[float, typer.Option(help="With --truth: the result noise's standard deviation (absolute).")] = 0.0,
+    seed: Annotated[int, seed_option(help="With --truth: seed of the result noise.")] = 0,
+    window_matches: Annotated[int, typer.Option(help="With --truth: matches per window of the --json windows.")] = 500,
 ) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from mgmatch.lab.replay import read_stream, simulate, summarize, validate
+    from mgmatch.lab.replay import Truth, read_stream, simulate, summarize, validate
 
     if not 1 <= len(config) <= 2:
         fail(f"--config: give one or two configs, got {len(config)}")
     _tick(tick_s)
+    if not (math.isfinite(noise) and noise >= 0):
+        fail(f"--noise must be a finite number ≥ 0, got {noise}")
+    if window_matches < 1:
+        fail(f"--window-matches must be ≥ 1, got {window_matches}")
+    truth_model = _truth(truth) if truth is not None else None
     arrivals = read_stream(tickets)
     configs = [_config(p) for p in config]
     _tick_budget(tick_s, arrivals, configs)
     for cfg in configs:  # every error before any run
         validate(cfg, arrivals, str(tickets))
+        if truth_model is not None:
+            _truth_fits(truth_model, cfg, arrivals)
     results = []
     for path, cfg in zip(config, configs, strict=True):
-        summary = summarize(simulate(cfg, arrivals, tick_s=tick_s))
+        t = Truth(truth_model, noise, seed) if truth_model is not None else None
+        res = simulate(cfg, arrivals, tick_s=tick_s, truth=t)
+        summary = summarize(res, window_matches if t is not None else None)
+        if t is not None and "learning" in res.details:
+            summary["learning"] = res.details["learning"]
         results.append({"config": str(path), **summary})
     if as_json:
-        emit({"tickets_file": str(tickets), "tick_s": tick_s, "results": results})
+        emit({"tickets_file": str(tickets), "tick_s": tick_s, "results": results}
+             | ({"truth": str(truth), "noise": noise, "seed": seed, "window_matches": window_matches}
+                if truth is not None else {}))
         return
     table = Table(title=f"replay of {tickets} ({results[0]['tickets']} tickets, "
                         f"{results[0]['simulated_s']:.0f} simulated s)")
@@ -108,6 +155,10 @@ def replay_cmd(
         table.add_column(f"{arm}: {Path(r['config']).name}", justify="right")
     for key, label, spec in _METRICS:
         table.add_row(label, *(_fmt(r[key], spec) for r in results))
+    if truth is not None:
+        table.add_row("true engagement mean (--truth)", *(_fmt(r["true_engagement_mean"], "{:.4f}") for r in results))
+        last = [r["windows"][-1]["true_engagement_mean"] if r["windows"] else None for r in results]
+        table.add_row("true engagement, last window", *(_fmt(v, "{:.4f}") for v in last))
     top = [r["unmatched_reasons"][0] if r["unmatched_reasons"] else None for r in results]
     table.add_row("top unmatched reason (players)",
                   *("—" if t is None else f"{t['reason']} ({t['players']})" for t in top))

@@ -35,7 +35,8 @@ def test_declarations_match_what_each_factory_takes():
         if info.needs_predictor:
             assert "predictor" in takes, name
     assert {n for n in names if method_info(n).needs_predictor} == {"mgmatch", "bgcn"}
-    assert {n for n in names if method_info(n).seeded} == {"random", "optmatch", "eomm", "local-search", "lobby"}
+    assert {n for n in names if method_info(n).seeded} == {"random", "optmatch", "eomm", "local-search", "lobby",
+                                                           "explore"}
 
 
 def test_factory_refuses_a_predictor_method_without_its_predictor():

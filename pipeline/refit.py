@@ -1,0 +1,171 @@
+"""One refit of a learning pool's engagement model (the torch side of :mod:`mgmatch.app.learning`).
+
+The data are match logs (spec §5): the studio's ``seed_log`` and the pool's own results that the
+learner appended to its training log. The fit is :func:`mgmatch.pipeline.fit_engagement.fit_data`
+(the same network, optimizer and early stopping as ``mgmatch fit-engagement``, one thread so a
+refit takes one core). The pool's held-out results (never trained on) judge the new model against
+the live one: :func:`refit` returns both mean squared errors; the learner decides.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mgmatch.core.engagement import EngagementModel, parse_engagement
+from mgmatch.core.errors import InvalidInput
+
+from .fit_engagement import LogFitConfig, fit_data
+from .matchlog import MatchData, load_matchlog
+
+#: each epoch of a refit trains on a seeded sample of at most this many matches: a refit of 50,000
+#: results costs what one of 20,000 does
+EPOCH_MATCHES = 20_000
+
+#: path → (bytes read, matches parsed so far): the logs a learner appends to are read once, then only
+#: their new lines (a refit process keeps this between refits)
+_CACHE: dict[str, tuple[int, MatchData]] = {}
+
+
+def _concat(a: MatchData | None, b: MatchData) -> MatchData:
+    if a is None or a.matches == 0:
+        return b
+    if b.matches == 0:
+        return a
+    K = max(a.features.shape[2], b.features.shape[2])
+
+    def pad(d: MatchData) -> np.ndarray:
+        extra = K - d.features.shape[2]
+        return d.features if extra == 0 else np.pad(d.features, ((0, 0), (0, 0), (0, extra), (0, 0)))
+    return MatchData(np.concatenate([pad(a), pad(b)]), np.concatenate([a.sizes, b.sizes]),
+                     np.concatenate([a.y, b.y]), a.sources)
+
+
+def _parse_lines(raw: bytes, where: str) -> MatchData:
+    """Lines the learner wrote itself (already valid spec §5): parsed without the per-field checks."""
+    rows = [json.loads(line) for line in raw.splitlines() if line.strip()]
+    if not rows:
+        return MatchData(np.zeros((0, 2, 1, 1), np.float32), np.zeros((0, 2), np.int16), np.zeros(0), [where])
+    D = len(rows[0]["teams"])
+    K = max(len(t) for r in rows for t in r["teams"])
+    F = len(rows[0]["teams"][0][0]["features"])
+    feats = np.zeros((len(rows), D, K, F), np.float32)
+    sizes = np.zeros((len(rows), D), np.int16)
+    for m, r in enumerate(rows):
+        for j, team in enumerate(r["teams"]):
+            sizes[m, j] = len(team)
+            feats[m, j, :len(team)] = [p["features"] for p in team]
+    return MatchData(feats, sizes, np.asarray([r["engagement"] for r in rows], dtype=np.float64), [where])
+
+
+def read_logs(paths: list[Path], trusted: set[Path] | None = None) -> MatchData:
+    """The matches of ``paths``, in order. A file is read once and then only its appended lines; files
+    in ``trusted`` (the learner's own logs) skip the per-field checks, the others are read by
+    :func:`load_matchlog` (a file that changed other than by appending is read again)."""
+    out: MatchData | None = None
+    for p in paths:
+        key = str(Path(p).resolve())
+        size = Path(p).stat().st_size
+        done, data = _CACHE.get(key, (0, None))
+        if data is None or size < done:
+            done, data = 0, None
+        if size > done:
+            if trusted is not None and Path(p) in trusted:
+                with open(p, "rb") as f:
+                    f.seek(done)
+                    raw = f.read(size - done)
+                raw = raw[:raw.rfind(b"\n") + 1]  # a line still being written waits for the next refit
+                data, done = _concat(data, _parse_lines(raw, key)), done + len(raw)
+            else:
+                data, done = load_matchlog([p]), size
+            _CACHE[key] = (done, data)
+        out = _concat(out, data)
+    assert out is not None
+    return out
+
+
+@dataclass
+class RefitResult:
+    """A fitted candidate and how it and the live model predict the held-out results."""
+
+    model: dict[str, Any]          # mgmatch-engagement/v1 JSON of the candidate
+    candidate_mse: float
+    live_mse: float
+    train_matches: int
+    holdout_matches: int
+    seconds: float
+
+
+def predict(model: EngagementModel, data: MatchData, chunk: int = 8192) -> np.ndarray:
+    """The model's engagement of every match of ``data`` (numpy; padding players count for nothing)."""
+    out = np.empty(data.matches)
+    D, K, F = data.teams, data.features.shape[2], data.feature_dim
+    for s in range(0, data.matches, chunk):
+        x = data.features[s:s + chunk].astype(np.float64)
+        m = x.shape[0]
+        emb = model.embed(x.reshape(-1, F)).reshape(m, D, K, -1) * data.mask(slice(s, s + m))[..., None]
+        out[s:s + m] = model.head(emb.sum(axis=2).reshape(m, -1))
+    return out
+
+
+def mse(model: EngagementModel, data: MatchData) -> float:
+    return float(np.mean((predict(model, data) - data.y) ** 2)) if data.matches else float("nan")
+
+
+def refit(seed_logs: list[Path], train_logs: list[Path], holdout_logs: list[Path], live: EngagementModel, *,
+          epochs: int = 30, seed: int = 0, max_results: int | None = None, name: str | None = None,
+          extra: dict[str, Any] | None = None, epoch_matches: int | None = EPOCH_MATCHES) -> RefitResult:
+    """Fit a candidate on the seed logs and the pool's results, and score it and ``live`` on ``holdout_logs``.
+
+    Args:
+        seed_logs: the studio's match logs (spec §5), read with every check.
+        train_logs: the pool's own results that the learner appended (read without the per-field checks:
+            see :func:`read_logs`); the newest ``max_results`` of them are trained on.
+        holdout_logs: the pool's held-out results (the learner's too), never trained on.
+        live: the model serving now.
+        epoch_matches: matches per epoch at most (:data:`EPOCH_MATCHES`).
+    Raises:
+        InvalidInput: a bad log, too few matches, or a log whose teams or features differ from ``live``.
+    """
+    t0 = time.perf_counter()
+
+    def present(paths: list[Path]) -> list[Path]:
+        return [Path(p) for p in paths if Path(p).is_file() and Path(p).stat().st_size > 0]
+
+    own_logs, hold = present(train_logs), present(holdout_logs)
+    trusted = set(own_logs) | set(hold)
+    own = read_logs(own_logs, trusted) if own_logs else None
+    if own is not None and max_results is not None and own.matches > max_results:
+        own = own.take(np.arange(own.matches - max_results, own.matches))
+    logs = present(seed_logs) + own_logs
+    if not hold:
+        raise InvalidInput("learning", "no held-out results yet")
+    parts = [("seed_log", read_logs(present(seed_logs)) if present(seed_logs) else None), ("results", own),
+             ("held-out results", read_logs(hold, trusted))]
+    for what, d in parts:
+        if d is not None and d.matches and (d.teams, d.feature_dim) != (live.teams, live.feature_dim):
+            raise InvalidInput("learning", f"{what} have {d.teams} teams × {d.feature_dim} features; the live model "
+                                           f"scores {live.teams} × {live.feature_dim}")
+    data = _concat(parts[0][1], own) if own is not None else parts[0][1]
+    hold_data = parts[2][1]
+    if data is None or data.matches == 0:
+        raise InvalidInput("learning", "no training data yet")
+    # batches of 512 (fit-engagement's), smaller on a young pool's few results: at least 8 steps an
+    # epoch, which the one-cycle schedule needs to have a warm-up
+    per_epoch = min(data.matches, epoch_matches or data.matches)
+    cfg = LogFitConfig(epochs=epochs, seed=seed, val_share=0.1, patience=5, threads=1, name=name,
+                       epoch_matches=epoch_matches, batch=int(max(8, min(512, per_epoch // 8))))
+    res = fit_data(data, cfg, hold_data=hold_data, command="refit (mgmatch.app.learning)",
+                   logs=[p.name for p in logs], holdout_split="the pool's held-out results", extra=extra)
+    model_json = res.model.to_json()
+    # the file's SHA-256 is the model's version: the same data and seed give the same version (no clock in it)
+    for key in ("date", "seconds"):
+        model_json.get("training", {}).pop(key, None)
+    candidate = parse_engagement(model_json)
+    return RefitResult(model_json, mse(candidate, hold_data), mse(live, hold_data), data.matches, hold_data.matches,
+                       time.perf_counter() - t0)
