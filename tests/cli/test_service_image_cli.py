@@ -21,7 +21,7 @@ from cli_helpers import one_line_error  # noqa: E402
 
 from mgmatch.app.store import MatchRecord, MatchResult, MemoryStore, Ticket, new_ticket_id
 
-#: the packages the service image leaves out (scripts/check-deps.py NOT_IN_IMAGE, less the ray extra)
+#: the packages the service (`pip install mgmatch`, the image) leaves out: the [train] extra's
 IMAGE_LACKS = ("torch", "torch_geometric", "onnx", "tqdm", "matplotlib")
 
 _ENTRY = ("import runpy, sys\n"
@@ -86,7 +86,7 @@ def test_offline_commands_without_torch_exit_2_naming_the_package(example_paths,
     msg = one_line_error(run_without(IMAGE_LACKS, "fit-engagement", "--logs", log, "--out", tmp_path / "e.json"))
     assert msg.startswith("mgmatch: fit-engagement needs torch") and "pip install mgmatch" in msg, msg
     msg = one_line_error(run_without(IMAGE_LACKS, "fit-engagement", "--preset", "3v3", "--out", tmp_path / "e.json"))
-    assert "needs torch" in msg and "README" in msg, msg
+    assert "needs torch" in msg and "pip install 'mgmatch[train]'" in msg, msg
     assert not (tmp_path / "e.json").exists()
 
     data = tmp_path / "labels"  # a real dataset of 2 labelled instances, labelled in the image
@@ -97,7 +97,18 @@ def test_offline_commands_without_torch_exit_2_naming_the_package(example_paths,
     assert msg.startswith("mgmatch: train needs torch") and "pip install mgmatch" in msg, msg
     # torch present, torch-geometric not: the message names the one that is missing
     msg = one_line_error(run_without(("torch_geometric",), "train", "--data", data, "--out", tmp_path / "model"))
-    assert "needs torch-geometric" in msg, msg
+    assert "needs torch-geometric" in msg and "mgmatch[train]" in msg, msg
+
+
+def test_lab_commands_without_the_lab_extra_exit_2_naming_it(tmp_path):
+    """The lab's benchmarks need httpx (the [lab] extra), which `pip install mgmatch` leaves out."""
+    msg = one_line_error(run_without(("httpx",), "bench", "chaos", "--tickets", "10", timeout=120))
+    assert msg.startswith("mgmatch: bench chaos needs httpx") and "pip install 'mgmatch[lab]'" in msg, msg
+    # matplotlib is in both extras: a lab command names the lab's, a training command the training's
+    msg = one_line_error(run_without(("matplotlib",), "fit-engagement", "--preset", "3v3", "--matches", "60",
+                                     "--players", "60", "--holdout", "20", "--epochs", "1", "--quiet",
+                                     "--out", tmp_path / "e.json", "--plot", tmp_path / "p.png"))
+    assert "needs matplotlib" in msg and "mgmatch[train]" in msg, msg
 
 
 def test_offline_commands_without_torch_report_bad_input_first(tmp_path):
