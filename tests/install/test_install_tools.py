@@ -197,23 +197,55 @@ def test_the_podman_wrapper_drops_what_host_networking_refuses(tmp_path):
     assert _podman_args(tmp_path, "network", "exists", "host") == ["--runtime", "runc", "network", "exists", "host"]
 
 
+def _interpolate(value, env: dict[str, str]):
+    """Compose's ``${VAR:-default}`` in every string of ``value``."""
+    import re
+
+    if isinstance(value, str):
+        return re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: env.get(m.group(1), m.group(2)), value)
+    if isinstance(value, list):
+        return [_interpolate(v, env) for v in value]
+    if isinstance(value, dict):
+        return {k: _interpolate(v, env) for k, v in value.items()}
+    return value
+
+
 def test_the_local_stack_override_listens_on_loopback_only():
     import yaml
 
     base = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
     local = yaml.safe_load((ROOT / "deploy" / "local" / "compose.host.yml").read_text())["services"]
+    env = dict(line.split("=", 1) for line in (ROOT / "deploy" / "local" / "stack.env").read_text().splitlines()
+               if line and not line.startswith("#"))
+    assert env["MGMATCH_STACK_HOST"] == "127.0.0.1"
     assert set(local) == {"redis", "api", "matchmaker", "solver", "solver-2", "prometheus"}
     assert set(local) - {"solver-2"} <= set(base)
+
+    def lists(node, path=""):  # podman-compose 1.0.3 appends an override's list to the base's
+        if isinstance(node, dict):
+            for k, v in node.items():
+                yield from lists(v, f"{path}.{k}")
+        elif isinstance(node, list):
+            yield path
+
     for name, svc in local.items():
         assert svc["network_mode"] == "host", name
-        assert svc["healthcheck"]["test"] == ["NONE"], name
-        env = svc.get("environment", {})
+        if name in base:
+            # (volumes excepted: both replace a mount of the same target)
+            assert not [p for p in lists(svc) if p.split(".")[1] in base[name] and p != ".volumes"], name
+        merged = _interpolate({**base.get(name, {}), **svc, "environment": {
+            **base.get(name, {}).get("environment", {}), **svc.get("environment", {})}}, env)
         if name not in ("redis", "prometheus"):
-            assert env["MGMATCH_REDIS_URL"].startswith("redis://127.0.0.1:"), name
-            assert env["MGMATCH_METRICS_HOST"] == "127.0.0.1", name
-    assert local["redis"]["command"][1:3] == ["--bind", "127.0.0.1"]
-    assert local["api"]["command"][1:3] == ["--host", "127.0.0.1"]
-    assert any(a.startswith("--web.listen-address=127.0.0.1:") for a in local["prometheus"]["command"])
+            assert merged["environment"]["MGMATCH_REDIS_URL"] == f"redis://127.0.0.1:{env['MGMATCH_STACK_REDIS_PORT']}/0"
+            assert merged["environment"]["MGMATCH_METRICS_HOST"] == "127.0.0.1", name
+        if name == "redis":
+            assert merged["command"][1:5] == ["--bind", "127.0.0.1", "--port", env["MGMATCH_STACK_REDIS_PORT"]]
+        if name == "api":
+            assert merged["command"][1:5] == ["--host", "127.0.0.1", "--port", env["MGMATCH_STACK_API_PORT"]]
+        if name == "prometheus":
+            assert f"--web.listen-address=127.0.0.1:{env['MGMATCH_STACK_PROMETHEUS_PORT']}" in merged["command"]
+    # without the stack's variables the base file is what it was: every address its own default
+    assert _interpolate(base["api"]["command"], {}) == ["serve", "--host", "0.0.0.0", "--port", "8000", "--no-workers"]
     # two solvers, each with its own metrics port
     ports = {local[s]["environment"]["MGMATCH_METRICS_PORT"] for s in ("matchmaker", "solver", "solver-2")}
     assert len(ports) == 3 and local["solver"]["deploy"]["replicas"] == 1
@@ -226,12 +258,25 @@ def test_the_local_stack_override_listens_on_loopback_only():
 def test_the_committed_prometheus_config_is_the_one_made_for_the_default_ports(monkeypatch):
     import yaml
 
-    for var in [v for v in __import__("os").environ if v.startswith("MGMATCH_LOCAL_")]:
+    for var in [v for v in __import__("os").environ if v.startswith("MGMATCH_STACK_")]:
         monkeypatch.delenv(var)
     committed = yaml.safe_load((ROOT / "deploy" / "local" / "prometheus.yml").read_text())
     made = yaml.safe_load(image_checks.prometheus_config())
     assert committed == made
-    monkeypatch.setenv("MGMATCH_LOCAL_SOLVER2_METRICS_PORT", "23456")
+    monkeypatch.setenv("MGMATCH_STACK_SOLVER2_METRICS_PORT", "23456")
     jobs = {j["job_name"]: j["static_configs"][0]["targets"] for j in yaml.safe_load(
         image_checks.prometheus_config())["scrape_configs"]}
     assert jobs["mgmatch-solver"] == ["127.0.0.1:19102", "127.0.0.1:23456"]
+
+
+def test_the_loopback_check_reports_a_socket_bound_to_every_interface():
+    import socket
+
+    with socket.socket() as lo, socket.socket() as anyaddr:
+        lo.bind(("127.0.0.1", 0))
+        anyaddr.bind(("0.0.0.0", 0))
+        lo.listen()
+        anyaddr.listen()
+        exposed = anyaddr.getsockname()[1]
+        got = image_checks.listening_beyond_loopback({lo.getsockname()[1], exposed})
+    assert got == [f"/proc/net/tcp: 00000000:{exposed}"], got
