@@ -120,6 +120,10 @@ def prometheus_config() -> str:
     return "\n".join(lines) + "\n"
 
 
+#: loopback addresses as /proc/net/tcp{,6} write them: 127.0.0.1, ::ffff:127.0.0.1 and ::1
+LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000"}
+
+
 def listening_beyond_loopback(ports: set[int]) -> list[str]:
     """Listening TCP sockets on ``ports`` bound to anything but 127.0.0.1 (read from /proc/net/tcp{,6}:
     the stack runs on the host network, so its sockets are the host's)."""
@@ -134,7 +138,7 @@ def listening_beyond_loopback(ports: set[int]) -> list[str]:
             addr, port = local.rsplit(":", 1)
             if state != "0A" or int(port, 16) not in ports:  # 0A: LISTEN
                 continue
-            if addr != "0100007F":  # 127.0.0.1, little-endian hex
+            if addr not in LOOPBACK:
                 out.append(f"{table}: {addr}:{int(port, 16)}")
     return out
 

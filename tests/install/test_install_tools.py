@@ -280,3 +280,16 @@ def test_the_loopback_check_reports_a_socket_bound_to_every_interface():
         exposed = anyaddr.getsockname()[1]
         got = image_checks.listening_beyond_loopback({lo.getsockname()[1], exposed})
     assert got == [f"/proc/net/tcp: 00000000:{exposed}"], got
+
+
+def test_the_loopback_check_takes_ipv6_loopbacks_as_loopback():
+    import socket
+
+    with socket.socket(socket.AF_INET6) as mapped, socket.socket(socket.AF_INET6) as any6:
+        mapped.bind(("::ffff:127.0.0.1", 0))
+        any6.bind(("::", 0))
+        mapped.listen()
+        any6.listen()
+        exposed = any6.getsockname()[1]
+        got = image_checks.listening_beyond_loopback({mapped.getsockname()[1], exposed})
+    assert got == [f"/proc/net/tcp6: {'0' * 32}:{exposed}"], got
