@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install run test lint install-smoke image-test bench-exact clean grpc
+.PHONY: install run test check lint install-smoke image-test bench-exact clean grpc
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,9 +29,16 @@ install-smoke: install
 	./scripts/ensure-redis.sh
 	PYTHON=$(PYTHON) BUILD_PYTHON=$(BIN)/python ./scripts/install-smoke.sh
 
+# The fast tier for the edit loop: lint, then the tests that start no server or subprocess and need no Redis
+# (tests/conftest.py marks the others `service`, and fails a fast-tier test that starts one).
+check: install lint
+	MGMATCH_TEST_TIER=fast $(BIN)/python -m pytest -m "not service and not slow" -n 2
+
+# The whole suite, side by side: the CPU-bound budget tests one after another on one worker (group cpu),
+# the service tests, which mostly wait on servers and subprocesses, spread over the others.
 test: install lint
 	./scripts/ensure-redis.sh
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 3 --dist loadgroup
 	PYTHON=$(PYTHON) BUILD_PYTHON=$(BIN)/python ./scripts/install-smoke.sh
 
 # The images built and run with podman (scripts/image-test.sh): the cpu image answers /v1/solve, then the

@@ -9,6 +9,9 @@
   matchmaker; ``GET``/``DELETE /v1/backfills/{id}`` (owned like tickets).
 - ``POST /v1/matches/{match_id}/result`` — the game server reports a finished match's engagement
   (and optionally each player's) → 202; kept with the match's record for ``mgmatch export-log``.
+- ``GET /v1/experiments/{name}`` — an A/B experiment's report: per arm matches, results, mean engagement, the
+  lift over the control with an always-valid confidence sequence and p-value, the sample-ratio check
+  (:mod:`mgmatch.app.abreport`; the same document as ``mgmatch ab report --json``).
 - ``GET /healthz`` (process up), ``/readyz`` (store answers a ping within ``MGMATCH_READYZ_TIMEOUT_S``,
   workers running), ``/metrics``.
 
@@ -38,7 +41,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mgmatch.core.errors import InvalidInput, describe, join
 
-from . import metrics, service
+from . import abreport, metrics, service
 from .runtime import Runtime, SolvePoolFull
 from .security import OWNER_SCOPE_KEY, Guard
 from .service import STORE_ERRORS, BackfillIn, NotFound, ResultIn, TicketIn, backfill_out, ticket_out
@@ -408,6 +411,22 @@ def create_app(rt: Runtime) -> FastAPI:
         except Conflict as err:
             return _answer(err, rt, conflict_code="ALREADY_EXISTS", conflict_field="result")
         return JSONResponse(out, status_code=202)
+
+    ab_outcomes = abreport.OutcomeCache()  # the match records with a result, read from the store once
+
+    @app.get("/v1/experiments/{name}", tags=["experiments"], responses=_errors(404, *_V1_ERRORS),
+             summary="An A/B experiment's report: per arm matches, results, mean engagement, lift over the control "
+                     "(always-valid confidence sequence and p-value) and the sample-ratio check.")
+    async def experiment_report(name: str, control: str | None = None, alpha: float = 0.05, horizon: int | None = None):
+        try:
+            out = await anyio.to_thread.run_sync(
+                lambda: abreport.report_from_store(rt.store, rt.config, name, control=control, alpha=alpha,
+                                                   horizon=horizon, cache=ab_outcomes))
+        except abreport.UnknownExperiment as err:
+            raise NotFound("name", err.message) from None
+        except InvalidInput as err:  # a query parameter, named as FastAPI names them (query.alpha)
+            raise InvalidInput(f"query.{err.field}", err.message) from None
+        return JSONResponse(out)
 
     return app
 

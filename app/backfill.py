@@ -8,7 +8,7 @@ plus its open slots, the pool's rules, ``party_together`` when a candidate is a 
 per existing player (a ``linear`` rule ``[[pid, team, 1]] == 1``). The pool's configured method
 solves it under the pool's budget and engagement model, like a match (:mod:`mgmatch.app.engine`).
 The chosen tickets are then taken and the backfill marked filled in one atomic store step
-(:meth:`Store.fill_backfill`): a ticket is never both in a backfill and in a new match.
+(:meth:`BackfillStore.fill_backfill <mgmatch.app.store.BackfillStore.fill_backfill>`): a ticket is never both in a backfill and in a new match.
 
 A fill is all or nothing: a backfill stays open with nothing assigned until one solve fills every
 open slot. A backfill whose candidates could not fill it is not tried again until its candidate set
@@ -30,7 +30,7 @@ from .ab import plan_for
 from .config import PoolConfig
 from .engine import Engine, seed_of
 from .instances import instance_object
-from .store import Backfill, Store, Ticket
+from .store import Backfill, BackfillStore, Ticket
 
 log = logging.getLogger("mgmatch.backfill")
 
@@ -80,7 +80,7 @@ def candidates_for(pool: PoolConfig, b: Backfill, queued: list[Ticket], taken: s
 class Backfiller:
     """Fills one pool's open backfills; owned by the pool's :class:`~mgmatch.app.matchmaker.Matchmaker`."""
 
-    def __init__(self, pool: PoolConfig, store: Store, engine: Engine):
+    def __init__(self, pool: PoolConfig, store: BackfillStore, engine: Engine):
         self.pool, self.store, self.engine = pool, store, engine
         self._barren: dict[str, tuple[frozenset[str], float]] = {}
         self._logged = -1e9

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .store import Store
+from .store import RecordStore
 
 
 @dataclass
@@ -30,7 +30,7 @@ class ExportStats:
         return sum(self.written.values())
 
 
-def export_matchlog(store: Store, pools: list[str], out: Path, since: float | None = None) -> ExportStats:
+def export_matchlog(store: RecordStore, pools: list[str], out: Path, since: float | None = None) -> ExportStats:
     """Write every match of ``pools`` (with time ≥ ``since``) that has a result to ``out``, oldest first per pool,
     as spec §5 JSON Lines (``format`` on every line). Atomic: the lines go to a temporary file beside ``out``,
     which is renamed over it only once complete; on any error ``out`` is left as it was.

@@ -40,7 +40,7 @@ from . import metrics
 from .ab import Plan, plan_for
 from .config import SOLVE_POOL
 from .runtime import Runtime, SolvePoolFull
-from .store import Backfill, Conflict, StoreUnavailable, Ticket, match_pool, new_ticket_id
+from .store import Backfill, Conflict, RecordStore, StoreUnavailable, Ticket, match_pool, new_ticket_id
 from .store.base import WaitInputs
 from .waits import estimate_wait
 
@@ -456,7 +456,8 @@ def post_result(rt: Runtime, match_id: str, body: ResultIn, owner: str | None) -
 
     if pool is None or pool not in rt.pools:
         raise unknown()
-    rec = rt.store.get_match(pool, match_id)
+    records: RecordStore = rt.store  # all this route touches of the store
+    rec = records.get_match(pool, match_id)
     if rec is None or (owner is not None and owner not in rec.owners):
         raise unknown()
     if not math.isfinite(body.engagement):  # pydantic refuses these already; a caller building ResultIn may not
@@ -470,7 +471,7 @@ def post_result(rt: Runtime, match_id: str, body: ResultIn, owner: str | None) -
             if not math.isfinite(v):
                 raise InvalidInput(f"players.{pid}", "must be a finite number")
         result["players"] = {pid: float(v) for pid, v in body.players.items()}
-    stored, fresh = rt.store.put_match_result(pool, match_id, result)
+    stored, fresh = records.put_match_result(pool, match_id, result)
     if stored is None:  # expired between the two calls
         raise unknown()
     if not fresh and stored.result != result:

@@ -45,7 +45,7 @@ from .keys import BLOCK_MS, HEARTBEAT_TTL_S, INFERENCE_REPLY_TTL_S
 from .matchmaker import MAX_BACKOFF_S, Job, Matchmaker, Outage
 from .models_hub import PredictorDown
 from .runtime import Runtime
-from .store import RedisStore, StoreUnavailable, wait_reachable
+from .store import InferenceStore, RedisStore, StoreUnavailable, wait_reachable
 
 log = logging.getLogger("mgmatch.worker")
 
@@ -259,7 +259,7 @@ def run_job(h: Harness, pool: str, eid: str, obj: dict, recovered: bool = False,
 class RemotePredictor:
     """A predictor in another process: requests on a stream, replies on a list (BLPOP)."""
 
-    def __init__(self, store: RedisStore, name: str, model_of):
+    def __init__(self, store: InferenceStore, name: str, model_of):
         self.store, self.name, self.model_of = store, name, model_of
         self.version = f"{name}@remote"
         self.gate: dict | None = None  # the inference worker's predictor's gate, from its replies

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from mgmatch.app.ab import Experiments
 from mgmatch.app.config import ServiceConfig
 from mgmatch.app.matchmaker import Matchmaker
 from mgmatch.app.runtime import Runtime
@@ -291,7 +292,7 @@ def simulate(config: ServiceConfig, arrivals: list[Arrival], *, tick_s: float = 
                 s = sims[nxt]
                 nxt += 1
                 clock.now = max(clock.now, s.arrival.time)
-                if _admit(store, pools[s.arrival.pool], s, clock.now):
+                if _admit(store, pools[s.arrival.pool], s, clock.now, rt.experiments):
                     by_id[s.id] = s
                     if on_created is not None:
                         on_created(rt, s)
@@ -318,12 +319,21 @@ def simulate(config: ServiceConfig, arrivals: list[Arrival], *, tick_s: float = 
     return SimResult(sims, sorted(matches.values(), key=lambda m: m.at), clock.now, ticks, refused)
 
 
-def _admit(store: MemoryStore, pool: Any, s: SimTicket, now: float) -> bool:
-    """Store the arrival as a queued ticket at ``now``; False when one of its players is already queued."""
+def _admit(store: MemoryStore, pool: Any, s: SimTicket, now: float, experiments: Experiments | None = None) -> bool:
+    """Store the arrival as a queued ticket at ``now``; False when one of its players is already queued.
+
+    An experiment of the pool keyed by player (or by header: a stream has none, so the first player's id, as
+    the API falls back to) fixes the ticket's arm here, as the API does at ingest."""
     a = s.arrival
     ttl = a.ttl_s if a.ttl_s is not None else pool.ticket_ttl_s
+    arm = ab_key = None
+    exp = experiments.for_pool(pool.name) if experiments is not None else None
+    if exp is not None and exp.config.key in ("player", "header"):
+        ab_key = a.players[0]["id"]
+        arm = exp.arm_for(ab_key).name
     try:
-        stored, _ = store.create(Ticket(new_ticket_id(a.pool), a.pool, [dict(p) for p in a.players], now, now + ttl))
+        stored, _ = store.create(Ticket(new_ticket_id(a.pool), a.pool, [dict(p) for p in a.players], now, now + ttl,
+                                        arm=arm, ab_key=ab_key))
     except Conflict:
         return False
     s.id, s.created_at = stored.id, stored.created_at

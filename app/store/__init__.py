@@ -1,5 +1,7 @@
-"""The ticket store: one interface (:mod:`.base`), in memory (:mod:`.memory`, the embedded default)
-and in Redis (:mod:`.redis`, production; its Lua scripts in ``lua/``), and the factory."""
+"""The ticket store: its types (:mod:`.base`), one protocol per concern (:mod:`.protocols`: tickets,
+match records, backfills, wait statistics, and the workers' jobs, inference and leases), each in
+memory (:mod:`.memory`, the embedded default) and in Redis (:mod:`.redis`, production, one server or
+a cluster; its Lua scripts in ``lua/``), and the factory."""
 
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ from .base import (
     Conflict,
     MatchRecord,
     MatchResult,
-    Store,
     StoreUnavailable,
     Ticket,
     TicketStatus,
@@ -21,11 +22,22 @@ from .base import (
     wait_reachable,
 )
 from .memory import MemoryStore
+from .protocols import (
+    BackfillStore,
+    InferenceStore,
+    JobStore,
+    LeaseStore,
+    RecordStore,
+    StatsStore,
+    Store,
+    TicketStore,
+)
 from .redis import RedisStore
 
-__all__ = ["MATCH_MAX_COUNT", "MATCH_RETENTION_S", "RETENTION_S", "Backfill", "Conflict", "MatchRecord", "MatchResult",
-           "MemoryStore", "RedisStore", "Store", "StoreUnavailable", "Ticket", "TicketStatus", "make_store",
-           "match_pool", "new_ticket_id", "pool_of", "wait_reachable"]
+__all__ = ["MATCH_MAX_COUNT", "MATCH_RETENTION_S", "RETENTION_S", "Backfill", "BackfillStore", "Conflict",
+           "InferenceStore", "JobStore", "LeaseStore", "MatchRecord", "MatchResult", "MemoryStore", "RecordStore",
+           "RedisStore", "StatsStore", "Store", "StoreUnavailable", "Ticket", "TicketStatus", "TicketStore",
+           "make_store", "match_pool", "new_ticket_id", "pool_of", "wait_reachable"]
 
 
 def make_store(settings) -> Store:

@@ -1,4 +1,7 @@
-"""The ticket store's types and interface; :mod:`.memory` and :mod:`.redis` implement it.
+"""The ticket store's types: tickets, match results and records, backfills, wait inputs, the errors.
+
+The store's interface is a few protocols, one per concern (:mod:`.protocols`); :mod:`.memory` and
+:mod:`.redis` implement them.
 
 Lifecycle (Open Match's, with minimatch's atomic claims)::
 
@@ -13,7 +16,7 @@ to the queue, or (if any selected ticket changed meanwhile) returns all of them.
 at most one match, and a crashed worker's tickets come back when its lease runs out.
 
 A ticket also ends ``expired`` with a ``reason`` when the runner that claimed it finds it can no
-longer be solved (:meth:`Store.expire_ticket`). Every terminal state (matched, cancelled, expired)
+longer be solved (:meth:`~.protocols.TicketStore.expire_ticket`). Every terminal state (matched, cancelled, expired)
 frees the ticket's players, so they may queue again.
 """
 
@@ -25,8 +28,7 @@ import re
 import threading
 import time
 import uuid
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -220,8 +222,11 @@ class MatchRecord:
         per_player = self.result.get("players") or {}
         teams = [[{**p, "engagement": per_player[p["id"]]} if p["id"] in per_player else dict(p) for p in team]
                  for team in self.teams]
-        return {"format": "mgmatch-matchlog/v1", "match_id": self.match_id, "time": self.time, "teams": teams,
+        line = {"format": "mgmatch-matchlog/v1", "match_id": self.match_id, "time": self.time, "teams": teams,
                 "engagement": self.result["engagement"]}
+        # optional §5 fields: the A/B arm that formed the match and the model version it was formed with
+        line.update({k: v for k, v in (("arm", self.arm), ("model_version", self.model_version)) if v is not None})
+        return line
 
 
 class Conflict(Exception):
@@ -234,190 +239,6 @@ class StoreUnavailable(Exception):
     Raised for connection failures, timeouts, a server still loading its data, a replica that is
     read-only or without its master during a failover: conditions that pass; retrying later is right.
     """
-
-
-class Store(ABC):
-    """What the API and the workers need from ticket storage."""
-
-    @abstractmethod
-    def create(self, ticket: Ticket, idempotency_key: str | None = None) -> tuple[Ticket, bool]:
-        """Store a new ticket; with a known idempotency key, return the earlier ticket and False."""
-
-    def create_many(self, items: list[tuple[Ticket, str | None]]) -> list[tuple[Ticket, bool] | Conflict]:
-        """Create several tickets; a ticket refused by a conflict yields its Conflict in its place."""
-        out: list[tuple[Ticket, bool] | Conflict] = []
-        for t, key in items:
-            try:
-                out.append(self.create(t, key))
-            except Conflict as err:
-                out.append(err)
-        return out
-
-    @abstractmethod
-    def get(self, ticket_id: str) -> Ticket | None: ...
-
-    @abstractmethod
-    def get_many(self, pool: str, ticket_ids: list[str]) -> list[Ticket | None]:
-        """Tickets of one pool by id, in order (None where unknown), in one round trip."""
-
-    @abstractmethod
-    def cancel(self, ticket_id: str) -> Ticket | None:
-        """queued/proposed → cancelled; raises Conflict for a matched/expired ticket; None if unknown."""
-
-    @abstractmethod
-    def queued(self, pool: str, limit: int = 10_000) -> list[Ticket]:
-        """Queued, unexpired tickets of a pool, longest waiting first."""
-
-    @abstractmethod
-    def queued_ids(self, pool: str, limit: int = 10_000) -> list[str]:
-        """Ids of queued tickets, longest waiting first; no ticket bodies (cheap). A ticket whose TTL
-        just passed may still be listed until the reaper expires it (a claim refuses it)."""
-
-    @abstractmethod
-    def queue_depth(self, pool: str) -> int: ...
-
-    @abstractmethod
-    def claim(self, pool: str, ticket_ids: list[str], match_id: str, lease_until: float) -> bool:
-        """queued → proposed for every ticket, or for none (returns False)."""
-
-    @abstractmethod
-    def commit(self, pool: str, match_id: str, selected: list[str], unselected: list[str],
-               result: MatchResult, record: MatchRecord | None = None) -> bool:
-        """Selected → matched, unselected → queued, all or nothing; False (and all proposed returned) on conflict.
-        With ``record``, the match's record is kept in the same atomic step (see :class:`MatchRecord`)."""
-
-    @abstractmethod
-    def release(self, pool: str, match_id: str, ticket_ids: list[str]) -> int:
-        """proposed (by this match) → queued; returns how many moved."""
-
-    @abstractmethod
-    def expire_ticket(self, pool: str, ticket_id: str, claim_id: str, reason: str) -> bool:
-        """proposed (by ``claim_id``) → expired with ``reason``; its players are freed and an ``expired``
-        event carries the reason. False (nothing changed) if the claim does not hold the ticket."""
-
-    @abstractmethod
-    def reap(self, pool: str, now: float | None = None) -> tuple[int, int]:
-        """Expire queued tickets past their TTL, release proposals past their lease: (expired, released).
-        ``now`` is honoured by the in-memory store; a store with a server clock uses that clock."""
-
-    @abstractmethod
-    def takeover(self, pool: str, claim_id: str, new_id: str, ticket_ids: list[str], lease_until: float) -> int:
-        """Fence a claim for a runner taking it over: every ticket still proposed by ``claim_id`` (or by
-        an earlier takeover of it, ``<claim_id>.<token>``) is re-stamped ``new_id`` with a fresh lease.
-        A runner still holding an older id then fails to commit or release them. Returns tickets taken."""
-
-    # ------------------------------------------------------------------ match records (results, match log)
-    # A commit given a MatchRecord keeps it (atomically with the commit); it lasts the store's match
-    # retention and the pool keeps at most its max count of them, oldest dropped first.
-
-    @abstractmethod
-    def get_match(self, pool: str, match_id: str) -> MatchRecord | None:
-        """The record of a committed match of ``pool`` (None: unknown, or past its retention)."""
-
-    @abstractmethod
-    def put_match_result(self, pool: str, match_id: str, result: dict[str, Any]) -> tuple[MatchRecord | None, bool]:
-        """Keep the match's result unless it has one: (the record with the result it now holds, True when this
-        call stored it). (None, False) for an unknown or expired match. The first result stays."""
-
-    @abstractmethod
-    def match_index(self, pool: str, min_time: float, limit: int) -> list[tuple[str, float]]:
-        """Up to ``limit`` (match id, time) of the pool's records with time ≥ ``min_time``, oldest first."""
-
-    @abstractmethod
-    def get_matches(self, pool: str, match_ids: list[str]) -> list[MatchRecord | None]:
-        """Records by id, in order (None where unknown or expired), in one round trip."""
-
-    def iter_matches(self, pool: str, since: float | None = None, batch: int = 500) -> Iterator[MatchRecord]:
-        """Every record of the pool with time ≥ ``since``, oldest first, read ``batch`` at a time (a record
-        trimmed or expired meanwhile is skipped)."""
-        low = float("-inf") if since is None else since
-        seen_at_low: set[str] = set()
-        while True:
-            page = [(mid, t) for mid, t in self.match_index(pool, low, batch + len(seen_at_low))
-                    if not (t == low and mid in seen_at_low)][:batch]
-            if not page:
-                return
-            for rec in self.get_matches(pool, [mid for mid, _ in page]):
-                if rec is not None:
-                    yield rec
-            last = page[-1][1]
-            if last != low:
-                low, seen_at_low = last, set()
-            seen_at_low |= {mid for mid, t in page if t == last}
-
-    # The API's hot path is async: a store that talks to a server over the network overrides these
-    # with native asyncio calls (no thread hop per request); an in-process store answers directly.
-
-    async def acreate(self, ticket: Ticket, idempotency_key: str | None = None) -> tuple[Ticket, bool]:
-        return self.create(ticket, idempotency_key)
-
-    async def acreate_many(self, items: list[tuple[Ticket, str | None]]) -> list[tuple[Ticket, bool] | Conflict]:
-        return self.create_many(items)
-
-    async def aget(self, ticket_id: str) -> Ticket | None:
-        return self.get(ticket_id)
-
-    async def acancel(self, ticket_id: str) -> Ticket | None:
-        return self.cancel(ticket_id)
-
-    # ---- backfills (open slots of running matches; see :class:`Backfill`)
-
-    @abstractmethod
-    def create_backfill(self, backfill: Backfill) -> Backfill:
-        """Store a new open backfill; returns it with the store's times."""
-
-    @abstractmethod
-    def get_backfill(self, backfill_id: str) -> Backfill | None:
-        """The backfill as a reader sees it (past its TTL an open one reads expired); None if unknown."""
-
-    @abstractmethod
-    def cancel_backfill(self, backfill_id: str) -> Backfill | None:
-        """open → cancelled; raises Conflict for a filled/expired/cancelled one; None if unknown."""
-
-    @abstractmethod
-    def open_backfills(self, pool: str, limit: int = 100) -> list[Backfill]:
-        """Open, unexpired backfills of a pool, soonest to expire first."""
-
-    @abstractmethod
-    def fill_backfill(self, pool: str, backfill_id: str, ticket_ids: list[str], assigned: list[list[str]],
-                      results: dict[str, dict[str, Any]]) -> bool:
-        """In one atomic step: every ticket queued and unexpired → matched with its ``results`` entry
-        (players freed, ``matched`` events), and the backfill open and unexpired → filled with
-        ``assigned`` and the tickets; or nothing changes and False. A ticket taken here can never be
-        claimed for a new match, nor a claimed one taken here."""
-
-    @abstractmethod
-    def reap_backfills(self, pool: str, now: float | None = None) -> int:
-        """Open backfills past their TTL → expired (out of the open index); returns how many."""
-
-    def ping(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        return None
-
-    # ------------------------------------------------------------------ wait estimates and unmatched reasons
-    # (throughput is written by whoever commits matches and read by every API process: it lives in the store)
-
-    @abstractmethod
-    def record_matched(self, pool: str, players: int, now: float | None = None) -> None:
-        """Add one committed match of ``players`` players to the pool's throughput record: players per
-        whole second of the clock, the seconds older than THROUGHPUT_WINDOW_S dropped (so a read costs
-        at most ~120 entries however busy the pool). ``now`` is honoured by the in-memory store; Redis
-        uses its TIME."""
-
-    @abstractmethod
-    def wait_inputs(self, pool: str, ticket_id: str) -> WaitInputs:
-        """What a ticket's wait estimate needs, read at once: its place in the queue, the queue's size
-        in tickets and players, and the pool's recent throughput."""
-
-    async def await_inputs(self, pool: str, ticket_id: str) -> WaitInputs:
-        return self.wait_inputs(pool, ticket_id)
-
-    @abstractmethod
-    def set_unmatched_reason(self, pool: str, ticket_id: str, reason: str | None) -> bool:
-        """Record (or clear, with None) why a queued ticket is not matched yet; False (nothing written)
-        when the ticket is unknown or no longer queued/proposed."""
 
 
 #: the throughput record covers this many seconds of committed matches

@@ -161,6 +161,7 @@ def test_bench_backfill_fills_every_backfill_in_the_first_tick(store, request):
     assert err.value.field == "store"
 
 
+@pytest.mark.service
 def test_bench_backfill_cli_refuses_bad_input_in_one_line():
     import subprocess
 

@@ -8,11 +8,13 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from svc_helpers import MAIN, ServeProcess, poll  # noqa: E402
 
 
+@pytest.mark.service
 def test_serve_embedded_default_matches_tickets():
     with ServeProcess() as srv:
         url = srv.url
@@ -22,6 +24,7 @@ def test_serve_embedded_default_matches_tickets():
         poll(lambda: all(httpx.get(f"{url}/v1/tickets/{t}").json()["status"] == "matched" for t in ids), timeout=60)
 
 
+@pytest.mark.service
 def test_bad_flags_exit_2_with_one_line():
     for args, needle in ([["serve", "--port", "0"], "--port"], [["worker", "nope"], "KIND"],
                          [["serve", "--store", "disk"], "store"],

@@ -202,6 +202,7 @@ def _serve(args: list[str], timeout: float) -> subprocess.CompletedProcess:
                           env={**__import__("os").environ, "MGMATCH_STORE": "memory"})
 
 
+@pytest.mark.service
 def test_serve_and_workers_exit_2_on_a_bad_config(tmp_path):
     """The audit's repro configs: ``serve`` (and a worker, before it waits for Redis) exits 2 with one
     line naming the field instead of starting and failing every job."""
@@ -221,6 +222,7 @@ def test_serve_and_workers_exit_2_on_a_bad_config(tmp_path):
             (args, case, out.stderr)
 
 
+@pytest.mark.service
 def test_serve_starts_with_the_unusual_good_config(tmp_path):
     path = _write(tmp_path, _good_config(tmp_path))
     with ServeProcess("--config", path) as srv:

@@ -69,6 +69,7 @@ def test_compose_services_healthchecks_redis_aof_and_gpu():
                 assert (ROOT / src).exists(), src
 
 
+@pytest.mark.service
 def test_compose_config_validates_when_a_client_is_available():
     docker = shutil.which("docker")
     if docker is None:
@@ -127,6 +128,7 @@ def test_kubernetes_manifests_are_complete():
     assert {t["metadata"]["consumerGroup"] for t in scaled["spec"]["triggers"]} == {"solvers"}
 
 
+@pytest.mark.service
 def test_kustomize_renders_when_kubectl_is_available():
     kubectl = shutil.which("kubectl")
     if kubectl is None:
@@ -143,6 +145,7 @@ def test_shipped_service_config_builds_a_runtime():
     assert rt.experiments.for_pool("3v3") is not None
 
 
+@pytest.mark.service
 def test_service_processes_never_import_torch():
     code = ("import sys; from mgmatch.app.cli import _load_commands; _load_commands(); "
             "import mgmatch.app.api, mgmatch.app.workers, mgmatch.app.store.redis, mgmatch.models.runtime; "

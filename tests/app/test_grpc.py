@@ -76,6 +76,7 @@ def _code(fn, *args) -> tuple[grpc.StatusCode, str]:
     return info.value.code(), info.value.details()
 
 
+@pytest.mark.service
 def test_solve_over_grpc_equals_the_spec_example_and_names_bad_fields(served):
     stub, _ = served
     inst = json.loads((SPEC_EXAMPLES / "instance-3v3-small.json").read_text())
@@ -96,6 +97,7 @@ def test_solve_over_grpc_equals_the_spec_example_and_names_bad_fields(served):
         assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith(field), details
 
 
+@pytest.mark.service
 def test_ticket_lifecycle_over_grpc_shares_the_store_with_http(served):
     stub, url = served
     party = stub.CreateTicket(pb.CreateTicketRequest(pool="small", players=[_player("g0", 0), _player("g1", 1)],
@@ -162,6 +164,7 @@ def test_instance_message_round_trips_to_the_spec_json():
     assert back["players"][1] == {"id": "b", "features": [0.5, -1.0]}  # unset = absent
 
 
+@pytest.mark.service
 def test_generated_modules_match_the_proto(tmp_path):
     # protoc runs in a subprocess: grpc_tools' compiler extension and OR-Tools abort when loaded in one process
     if importlib.util.find_spec("grpc_tools") is None:

@@ -72,6 +72,7 @@ def test_pool_solves_with_its_own_files(tmp_path):
         rt.stop()
 
 
+@pytest.mark.service
 @pytest.mark.parametrize("attr", ["engagement_model", "predictor"])
 def test_wrong_pin_stops_start_up_naming_the_field(tmp_path, attr):
     path = _own_game(tmp_path / "game")
@@ -103,6 +104,7 @@ def test_a_pool_file_may_not_shadow_a_named_entry(tmp_path):
         load_config(path)
 
 
+@pytest.mark.service
 def test_models_list_and_verify_pass(tmp_path):
     path = _own_game(tmp_path / "game")
     r = _run("models", "list", "--config", str(path), "--json")
@@ -116,6 +118,7 @@ def test_models_list_and_verify_pass(tmp_path):
     assert out["ok"] and all(m["ok"] for m in out["models"]) and len(out["models"]) == 2
 
 
+@pytest.mark.service
 def test_verify_names_every_problem(tmp_path):
     path = _own_game(tmp_path / "game")
     cfg = yaml.safe_load(path.read_text())
@@ -131,6 +134,7 @@ def test_verify_names_every_problem(tmp_path):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.service
 def test_verify_runs_the_network(tmp_path):
     """A file that matches its pin but is no ONNX model fails at loading, not silently."""
     path = _own_game(tmp_path / "game")
@@ -144,6 +148,7 @@ def test_verify_runs_the_network(tmp_path):
     assert r.stderr.startswith("mgmatch: predictor mine:") and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.service
 @pytest.mark.parametrize("text, needle", [("pools: [", "not valid YAML"), ("pools: []", "pools"),
                                           ("pools: [{name: a, teams: '2', team_size: 3}]", "pools[0].teams")])
 def test_bad_config_is_exit_2(tmp_path, text, needle):

@@ -201,6 +201,7 @@ def test_grpc_tickets_belong_to_their_key_and_hmac_plus_keys_takes_keys(tmp_path
         rt.stop()
 
 
+@pytest.mark.service
 def test_grpc_server_does_not_import_the_http_module():
     code = ("import sys, mgmatch.app.grpc_server; "
             "assert 'mgmatch.app.api' not in sys.modules, 'grpc_server imports the HTTP module'")

@@ -68,6 +68,7 @@ CASES = [
 ]
 
 
+@pytest.mark.service
 @pytest.mark.parametrize(("args", "flag"), CASES, ids=[" ".join(a) for a, _ in CASES])
 def test_bench_refuses_bad_input_naming_the_flag(args, flag, monkeypatch):
     monkeypatch.delenv("MGMATCH_MAX_TIME_LIMIT_MS", raising=False)
@@ -75,6 +76,7 @@ def test_bench_refuses_bad_input_naming_the_flag(args, flag, monkeypatch):
     assert flag in line, line
 
 
+@pytest.mark.service
 def test_backfill_help_lists_only_the_pools_it_takes():
     proc = run("bench", "backfill", "--help")
     assert proc.returncode == 0, proc.stderr

@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from cli_helpers import one_line_error, run  # noqa: E402
 
 
+@pytest.mark.service
 @pytest.mark.parametrize("method", ["exact", "scip", "enumerate"])
 def test_solve_reproduces_the_spec_example(example_paths, method):
     proc = run("solve", example_paths["instance"], "--engagement", example_paths["engagement"], "--method", method)
@@ -25,6 +26,7 @@ def test_solve_reproduces_the_spec_example(example_paths, method):
     assert sol["region"] == "eu" and sol["method"] == method
 
 
+@pytest.mark.service
 def test_check_accepts_the_optimum_and_rejects_a_violation(example_paths, tmp_path):
     expected = json.loads(example_paths["expected"].read_text())
     good = tmp_path / "good.json"
@@ -43,6 +45,7 @@ def test_check_accepts_the_optimum_and_rejects_a_violation(example_paths, tmp_pa
     assert any(v.startswith("rules[3] (avoid)") for v in out["violations"])
 
 
+@pytest.mark.service
 def test_solve_help_lists_methods():
     proc = run("solve", "--help")
     assert proc.returncode == 0
@@ -50,6 +53,7 @@ def test_solve_help_lists_methods():
         assert m in proc.stdout
 
 
+@pytest.mark.service
 def test_bad_inputs_exit_2_with_one_line(example_paths, tmp_path, mutate):
     assert "no such file" in one_line_error(run("solve", tmp_path / "nope.json"))
     (tmp_path / "broken.json").write_text("{not json")
@@ -67,6 +71,7 @@ def test_bad_inputs_exit_2_with_one_line(example_paths, tmp_path, mutate):
                                                  example_paths["engagement"]))
 
 
+@pytest.mark.service
 def test_utf8_files_with_a_byte_order_mark_are_read(example_paths, tmp_path):
     """Instance, engagement model and solution files saved as UTF-8 with a BOM (as Windows editors do)
     were refused as "not valid JSON: Unexpected UTF-8 BOM"."""
@@ -89,6 +94,7 @@ def test_utf8_files_with_a_byte_order_mark_are_read(example_paths, tmp_path):
     assert "not valid JSON" in one_line_error(run("solve", inner, "--engagement", eng))
 
 
+@pytest.mark.service
 def test_a_predictor_trained_for_another_engagement_model_is_refused(tmp_path):
     """``--predictor 12v12`` on a 3v3 instance was accepted: the network read the 3v3 model's player
     embeddings (the same width) and guided the search by what it learned of another objective. It is
@@ -113,12 +119,14 @@ def test_a_predictor_trained_for_another_engagement_model_is_refused(tmp_path):
     assert [len(t) for t in json.loads(ok.stdout)["teams"]] == [3, 3]
 
 
+@pytest.mark.service
 def test_instance_without_matching_model_is_an_input_error(example_paths):
     # the spec example has feature_dim 4: no shipped model matches, so a model file is required
     msg = one_line_error(run("solve", example_paths["instance"]))
     assert "engagement" in msg
 
 
+@pytest.mark.service
 def test_hostile_files_and_options_exit_2_with_one_line(example_paths, tmp_path):
     """Each of these ended in a traceback (exit 1) or was silently accepted before."""
     inst, eng = example_paths["instance"], example_paths["engagement"]

@@ -22,6 +22,7 @@ run = partial(cli_run, timeout=120)  # as tests/cli/test_cli.py: the real entry 
 
 
 
+@pytest.mark.service
 @pytest.mark.parametrize("args", [
     ["--preset", "3v3", "--time-limit-s", "inf"],
     ["--preset", "12v12-deep", "--time-limit-s", "1e30"],
@@ -34,6 +35,7 @@ def test_label_time_limit_must_be_finite_and_at_most_a_day(tmp_path, args):
     assert not (tmp_path / "d").exists()
 
 
+@pytest.mark.service
 def test_label_out_under_a_file_names_the_path(tmp_path):
     (tmp_path / "afile").write_text("x")
     line = one_line_error(run("label", "--preset", "3v3", "--count", "1", "--out", tmp_path / "afile" / "x",
@@ -41,6 +43,7 @@ def test_label_out_under_a_file_names_the_path(tmp_path):
     assert str(tmp_path / "afile") in line and "directory" in line.lower()
 
 
+@pytest.mark.service
 def test_train_out_that_is_a_file(tmp_path):
     (tmp_path / "afile").write_text("x")
     (tmp_path / "data").mkdir()
@@ -48,6 +51,7 @@ def test_train_out_that_is_a_file(tmp_path):
     assert "--out" in line and "afile" in line
 
 
+@pytest.mark.service
 @pytest.mark.parametrize("flag,value", [("--threads", "0"), ("--threads", "-3"), ("--limit", "0"),
                                         ("--hidden", "4000000"), ("--rounds", "100000")])
 def test_train_bounds(tmp_path, flag, value):
@@ -56,6 +60,7 @@ def test_train_bounds(tmp_path, flag, value):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.service
 def test_fit_log_that_is_not_gzip(tmp_path):
     bad = tmp_path / "bad.jsonl.gz"
     bad.write_text("not gzip\n")
@@ -63,6 +68,7 @@ def test_fit_log_that_is_not_gzip(tmp_path):
     assert "--logs" in line and "bad.jsonl.gz" in line and "gzip" in line
 
 
+@pytest.mark.service
 def test_fit_log_that_is_truncated(tmp_path):
     data = gzip.compress(b"\n" * 200_000)  # blank lines (skipped): the reader reaches the cut
     cut = tmp_path / "cut.jsonl.gz"
@@ -72,6 +78,7 @@ def test_fit_log_that_is_truncated(tmp_path):
     assert "aborted" not in line
 
 
+@pytest.mark.service
 @pytest.mark.parametrize("preset,players", [("3v3", 20), ("3v3", 47), ("12v12", 100), ("12v12", 191)])
 def test_fit_preset_world_too_small_for_the_simulator(tmp_path, preset, players):
     line = one_line_error(run("fit-engagement", "--preset", preset, "--players", str(players),
@@ -79,6 +86,7 @@ def test_fit_preset_world_too_small_for_the_simulator(tmp_path, preset, players)
     assert line.startswith("mgmatch: --players ")
 
 
+@pytest.mark.service
 @pytest.mark.parametrize("flag,value", [("--matches", "1000000000000"), ("--holdout", "1000000000000"),
                                         ("--matches", "0"), ("--embed-dim", "100000000"),
                                         ("--player-layers", "64,100000"), ("--head-layers", "100000")])
@@ -98,6 +106,7 @@ def test_path_errors_only_for_a_path_the_user_gave():
     assert path_error_message(gzip.BadGzipFile("Not a gzipped file")) is None
 
 
+@pytest.mark.service
 def test_fit_engagement_out_under_a_file_is_refused_before_the_fit(tmp_path):
     """The fit took minutes and only then failed to write under a file; the folder is checked first."""
     (tmp_path / "afile").write_text("x")

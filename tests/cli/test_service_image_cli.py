@@ -53,6 +53,7 @@ def _records(root) -> list[dict]:
                    for line in shard.read_text().splitlines() if line.strip()), key=lambda r: r["index"])
 
 
+@pytest.mark.service
 def test_label_without_tqdm_labels_without_a_bar(example_paths, instances, tmp_path):
     """`mgmatch label` crashed on `from tqdm import tqdm` unless --no-progress was given."""
     out = tmp_path / "labels"
@@ -76,6 +77,7 @@ def test_label_without_tqdm_labels_without_a_bar(example_paths, instances, tmp_p
             == [{k: v for k, v in r.items() if k not in strip} for r in _records(ref)])
 
 
+@pytest.mark.service
 def test_offline_commands_without_torch_exit_2_naming_the_package(example_paths, instances, tmp_path):
     """fit-engagement and train ended in a traceback (ModuleNotFoundError: torch), exit 1."""
     log = tmp_path / "log.jsonl"
@@ -111,6 +113,7 @@ def test_lab_commands_without_the_lab_extra_exit_2_naming_it(tmp_path):
     assert "needs matplotlib" in msg and "mgmatch[train]" in msg, msg
 
 
+@pytest.mark.service
 def test_offline_commands_without_torch_report_bad_input_first(tmp_path):
     """Input that is wrong whatever is installed is named as such, not as a missing torch."""
     log = tmp_path / "bad.jsonl"
@@ -125,6 +128,7 @@ def test_offline_commands_without_torch_report_bad_input_first(tmp_path):
     assert "needs at least 2 labelled instances, found 0" in msg and "torch" not in msg, msg
 
 
+@pytest.mark.service
 def test_solve_time_limit_above_a_day_is_refused(example_paths):
     """`--time-limit-ms 1e308` ran local-search without a cap (killed after 9 minutes)."""
     inst, eng = example_paths["instance"], example_paths["engagement"]

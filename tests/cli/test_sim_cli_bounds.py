@@ -21,12 +21,14 @@ run = partial(cli_run, timeout=120)
 # --------------------------------------------------------------------------- simulate eomm
 
 
+@pytest.mark.service
 @pytest.mark.parametrize("pool", ["20002", "1000000", "100000000000000000000000"])
 def test_eomm_pool_above_the_world_is_refused(pool):
     line = one_line_error(run("simulate", "eomm", "--pool", pool, "--rounds", "2"))
     assert "--pool" in line and "20,000" in line
 
 
+@pytest.mark.service
 def test_eomm_rounds_are_bounded():
     assert "--rounds" in one_line_error(run("simulate", "eomm", "--pool", "10", "--rounds", "1000000000"))
 
@@ -41,6 +43,7 @@ def test_eomm_pipeline_refuses_a_pool_above_the_world():
 # --------------------------------------------------------------------------- simulate wu
 
 
+@pytest.mark.service
 @pytest.mark.parametrize("periods", ["1e11", "1e20", "100000001", "100000000000000000000000"])
 def test_wu_periods_are_bounded(periods):
     assert "--periods" in one_line_error(run("simulate", "wu", "--periods", periods))
@@ -57,7 +60,7 @@ def test_wu_pipeline_refuses_too_many_periods():
 def test_wu_chunked_draws_match_one_draw(monkeypatch):
     import numpy as np
 
-    from mgmatch.pipeline import sim_wu
+    from mgmatch.lab import sim_wu
 
     whole = sim_wu.simulate(2, 0.3, 1.5, 5000, "patient", 3)
     monkeypatch.setattr(sim_wu, "_CHUNK", 7)
@@ -68,6 +71,7 @@ def test_wu_chunked_draws_match_one_draw(monkeypatch):
 # --------------------------------------------------------------------------- generate-tickets
 
 
+@pytest.mark.service
 def test_generate_tickets_refuses_a_party_larger_than_the_team(tmp_path):
     out = tmp_path / "t.jsonl"
     line = one_line_error(run("generate-tickets", "--out", out, "--preset", "3v3", "--party-share", "0.5",
@@ -76,6 +80,7 @@ def test_generate_tickets_refuses_a_party_larger_than_the_team(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.service
 @pytest.mark.parametrize("pool", ["", "x" * 100, "Bad Pool", "-lead"])
 def test_generate_tickets_refuses_a_bad_pool_name(tmp_path, pool):
     out = tmp_path / "t.jsonl"
@@ -84,6 +89,7 @@ def test_generate_tickets_refuses_a_bad_pool_name(tmp_path, pool):
     assert not out.exists()
 
 
+@pytest.mark.service
 def test_generate_tickets_still_writes_a_good_stream(tmp_path):
     out = tmp_path / "t.jsonl"
     proc = run("generate-tickets", "--out", out, "--preset", "3v3", "--party-share", "0.5", "--max-party", "3",
@@ -105,6 +111,7 @@ def _stream_and_config(tmp_path):
     return out, cfg
 
 
+@pytest.mark.service
 @pytest.mark.parametrize("tick", ["1e-9", "1e-6", "0.00001"])
 def test_replay_refuses_a_tick_that_runs_too_many_ticks(tmp_path, tick):
     stream, cfg = _stream_and_config(tmp_path)
@@ -112,6 +119,7 @@ def test_replay_refuses_a_tick_that_runs_too_many_ticks(tmp_path, tick):
     assert "--tick-s" in line
 
 
+@pytest.mark.service
 def test_bench_waits_refuses_a_tick_that_runs_too_many_ticks():
     line = one_line_error(run("bench", "waits", "--duration", "30", "--tick-s", "1e-9"))
     assert "--tick-s" in line

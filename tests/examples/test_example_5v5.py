@@ -36,6 +36,7 @@ def test_pinned_files_verify():
                                                                       ("predictor", "5v5", "file")}
 
 
+@pytest.mark.service
 def test_serves_a_shipped_pool_feasibly(tmp_path):
     rt = Runtime.build(Settings(config=GAME / "pool.yaml", store="memory"))
     pool_file = sorted((GAME / "pools").glob("*.json"))[0]
@@ -73,6 +74,7 @@ def test_truth_model_is_the_simulators_objective():
         assert truth.evaluate(emb, t) == pytest.approx(simulate.score(inst_obj, teams), abs=1e-9)
 
 
+@pytest.mark.service
 def test_simulator_writes_a_seeded_log_and_valid_pools(tmp_path):
     for k in (0, 1):
         subprocess.run([sys.executable, str(GAME / "simulate.py"), "log", "--matches", "30", "--players", "200",

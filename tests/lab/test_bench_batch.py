@@ -59,6 +59,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+@pytest.mark.service
 @pytest.mark.parametrize("args, needle", [
     (["--candidates", "10"], "--candidates"),
     (["--matches", "0"], "--matches"),
@@ -75,6 +76,7 @@ def test_bad_flags_exit_2_with_one_line(args, needle):
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in out.stderr
 
 
+@pytest.mark.service
 def test_the_command_writes_its_json(tmp_path):
     path = tmp_path / "batch.json"
     out = _cli("--candidates", "12", "--matches", "2", "--pools", "1", "--budget-ms", "300", "--json", str(path))

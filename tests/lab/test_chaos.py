@@ -107,6 +107,7 @@ def test_transport_errors_are_counted_by_kind_and_timed_into_the_run():
     assert run.tally.transport_error_at == [pytest.approx(5.0, abs=0.5), pytest.approx(7.0, abs=0.5)]
 
 
+@pytest.mark.service
 def test_the_load_client_reopens_a_keep_alive_connection_the_server_closed_while_idle():
     """uvicorn closes a keep-alive connection idle past its timeout (5 s by default): the next request
     goes out on a new connection, not into the closed one. (A master-kill chaos run paused its ingest

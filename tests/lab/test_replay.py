@@ -160,6 +160,7 @@ def test_players_left_unmatched_are_counted_by_reason():
 # --------------------------------------------------------------------------- the commands
 
 
+@pytest.mark.service
 def test_replay_compares_two_configs_as_json_and_as_a_table(tmp_path):
     stream = tmp_path / "s.jsonl"
     proc = run("generate-tickets", "--out", stream, "--rate", "1", "--duration", "60", "--seed", "1")
@@ -182,6 +183,7 @@ def test_replay_compares_two_configs_as_json_and_as_a_table(tmp_path):
     assert "matches formed" in proc.stdout and "wait p99 (s)" in proc.stdout and "b.yaml" in proc.stdout
 
 
+@pytest.mark.service
 def test_replay_refuses_bad_files_with_one_line(tmp_path):
     a = _config(tmp_path)
     bad = tmp_path / "bad.jsonl"
@@ -198,6 +200,7 @@ def test_replay_refuses_bad_files_with_one_line(tmp_path):
     assert "--config" in line
 
 
+@pytest.mark.service
 def test_bench_waits_on_a_steady_stream_meets_the_target(tmp_path):
     out = tmp_path / "w.json"
     proc = run("bench", "waits", "--arrivals", "steady", "--rate", "1", "--duration", "240", "--seed", "0",
@@ -215,6 +218,7 @@ def test_bench_waits_on_a_steady_stream_meets_the_target(tmp_path):
     assert "--pool" in line
 
 
+@pytest.mark.service
 def test_generate_tickets_bounds_the_stream(tmp_path):
     """--rate 1e12 wrote tickets until killed; a party larger than any ticket was accepted."""
     line = one_line_error(run("generate-tickets", "--out", tmp_path / "s.jsonl", "--rate", "1e12", "--duration", "1"))

@@ -115,6 +115,7 @@ def test_a_network_refuses_problems_of_another_engagement_model(problems, tmp_pa
     OnnxPredictor(tmp_path / "m.onnx").check(twelve)
 
 
+@pytest.mark.service
 def test_the_runtime_imports_no_torch():
     code = "import sys, mgmatch.models.runtime; sys.exit(1 if 'torch' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -114,6 +114,7 @@ def test_cli_label_and_errors(tmp_path, capsys):
     assert err.count("\n") == 1 and "seed" in err
 
 
+@pytest.mark.service
 def test_cli_refuses_a_ray_address_that_does_not_answer_within_seconds(tmp_path):
     """``--ray nonsense:1`` hung for minutes while Ray retried to connect: now exit 2, one line naming
     --ray, within seconds, and nothing written."""
