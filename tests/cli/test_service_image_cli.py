@@ -102,6 +102,7 @@ def test_offline_commands_without_torch_exit_2_naming_the_package(example_paths,
     assert "needs torch-geometric" in msg and "mgmatch[train]" in msg, msg
 
 
+@pytest.mark.service
 def test_lab_commands_without_the_lab_extra_exit_2_naming_it(tmp_path):
     """The lab's benchmarks need httpx (the [lab] extra), which `pip install mgmatch` leaves out."""
     msg = one_line_error(run_without(("httpx",), "bench", "chaos", "--tickets", "10", timeout=120))

@@ -11,6 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -185,6 +187,7 @@ def _podman_args(tmp_path: Path, *args: str) -> list[str]:
     return proc.stdout.splitlines()
 
 
+@pytest.mark.service  # runs scripts/podman-host-net
 def test_the_podman_wrapper_drops_what_host_networking_refuses(tmp_path):
     # what podman-compose 1.0.3 writes for a service with `network_mode: host` and published ports
     got = _podman_args(tmp_path, "run", "--name=it_api_1", "-d", "--network", "host", "-e", "A=1",
