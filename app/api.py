@@ -42,6 +42,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from mgmatch.core.errors import InvalidInput, describe, join
 
 from . import abreport, metrics, service
+from .ratings import rating_view
 from .runtime import Runtime, SolvePoolFull
 from .security import OWNER_SCOPE_KEY, Guard
 from .service import STORE_ERRORS, BackfillIn, NotFound, ResultIn, TicketIn, backfill_out, ticket_out
@@ -60,6 +61,12 @@ class MatchOut(BaseModel):
     model_version: str | None = None
     objective: float | None = None
     matched_at: float | None = Field(default=None, description="Unix seconds when the match was committed.")
+    assignment: dict[str, Any] | None = Field(default=None, description="Where the match is played, from the pool's "
+                                                                      "allocator: connection (host:port) and the "
+                                                                      "allocator's other fields.")
+    accept_deadline: float | None = Field(default=None, description="While proposed in a ready check: Unix "
+                                                                    "seconds (store clock) by which every player "
+                                                                    "must accept.")
     backfill_id: str | None = Field(default=None, description="The backfill this ticket filled (then match_id is "
                                                               "the backfill's running match).")
 
@@ -67,7 +74,7 @@ class MatchOut(BaseModel):
 class TicketOut(BaseModel):
     id: str
     pool: str
-    status: str = Field(description="queued | proposed | matched | expired | cancelled")
+    status: str = Field(description="queued | proposed | matched | expired | cancelled | declined")
     players: list[str]
     created_at: float
     expires_at: float
@@ -130,6 +137,29 @@ class ResultOut(BaseModel):
     status: str = Field(description="accepted (stored now) | duplicate (the same result was stored before)")
     engagement: float
     received_at: float | None = Field(default=None, description="Unix seconds (store clock) the result was stored.")
+    ratings: RatingsOut | None = Field(default=None, description="With ranks or winner: the players' rating update.")
+
+
+class AnswerOut(BaseModel):
+    match_id: str
+    status: str = Field(description="pending (others still to accept) | matched (everyone accepted) | declined "
+                                    "(this decline ended the check)")
+
+
+class PlayerRatingOut(BaseModel):
+    id: str
+    mu: float = Field(description="Mean of the player's skill (openskill Plackett–Luce; a new player is 25).")
+    sigma: float = Field(description="Uncertainty of mu.")
+    ordinal: float = Field(description="mu − 3·sigma: a conservative skill estimate for leaderboards.")
+    games: int = Field(description="Results with an outcome that rated this player.")
+
+
+class RatingsOut(BaseModel):
+    status: str = Field(description="applied (updated now) | done (this match updated them before; nothing changed)")
+    players: dict[str, PlayerRatingOut] = Field(description="The new ratings (empty when done).")
+
+
+ResultOut.model_rebuild()
 
 
 class BatchIn(BaseModel):
@@ -316,7 +346,9 @@ def create_app(rt: Runtime) -> FastAPI:
     async def create_ticket(request: Request, body: TicketIn, idempotency_key: str | None = Header(default=None),
                             x_mgmatch_ab_key: str | None = Header(default=None)):
         owner = _owner(request)
-        t, key = service.prepare_ticket(rt, body, x_mgmatch_ab_key, idempotency_key, owner)
+        unrated = service.unrated(rt, body)
+        ratings = await rt.store.aget_ratings(unrated) if unrated else None
+        t, key = service.prepare_ticket(rt, body, x_mgmatch_ab_key, idempotency_key, owner, ratings)
         stored, created = await rt.store.acreate(t, key)
         stored = service.created(stored, owner, t)
         if created:
@@ -330,7 +362,9 @@ def create_app(rt: Runtime) -> FastAPI:
         prepared = []
         for k, item in enumerate(body.tickets):
             try:
-                prepared.append(service.prepare_ticket(rt, item, x_mgmatch_ab_key, None, owner))
+                unrated = service.unrated(rt, item)
+                ratings = await rt.store.aget_ratings(unrated) if unrated else None
+                prepared.append(service.prepare_ticket(rt, item, x_mgmatch_ab_key, None, owner, ratings))
             except InvalidInput as err:
                 raise InvalidInput(join(f"tickets[{k}]", [err.field]) if err.field else f"tickets[{k}]",
                                    err.message) from None
@@ -338,7 +372,8 @@ def create_app(rt: Runtime) -> FastAPI:
         out = []
         for (t, _), res in zip(prepared, results, strict=True):
             if isinstance(res, Conflict):
-                out.append({"error": {"field": "players", "message": str(res)}})
+                field = getattr(res, "field", None) or "players"
+                out.append({"error": {"field": field, "message": f"{field}: {res}"}})
                 continue
             stored, created = res
             try:
@@ -401,6 +436,32 @@ def create_app(rt: Runtime) -> FastAPI:
         b = service.owned(b, backfill_id, owner, "backfill_id", "backfill")
         metrics.BACKFILL_EVENTS.labels(b.pool, "cancelled").inc()
         return JSONResponse(backfill_out(b))
+
+    async def _answer_route(request: Request, match_id: str, body: service.AnswerIn, accept: bool):
+        try:
+            out = await anyio.to_thread.run_sync(service.answer_match, rt, match_id, body, accept, _owner(request))
+        except Conflict as err:
+            return _answer(err, rt)
+        return JSONResponse(out)
+
+    @app.post("/v1/matches/{match_id}/accept", tags=["matches"], response_model=AnswerOut,
+              responses=_errors(404, 409, *_V1_ERRORS), summary="Accept a proposed match (ready check) for a player.")
+    async def accept_match(request: Request, match_id: str, body: service.AnswerIn):
+        return await _answer_route(request, match_id, body, True)
+
+    @app.post("/v1/matches/{match_id}/decline", tags=["matches"], response_model=AnswerOut,
+              responses=_errors(404, 409, *_V1_ERRORS),
+              summary="Decline a proposed match (ready check): the player's ticket ends, the others requeue.")
+    async def decline_match(request: Request, match_id: str, body: service.AnswerIn):
+        return await _answer_route(request, match_id, body, False)
+
+    @app.get("/v1/players/{player_id}", tags=["players"], response_model=PlayerRatingOut,
+             responses=_errors(*_V1_ERRORS), summary="A player's rating (a player never rated has the prior).")
+    async def get_player(player_id: str):
+        if not 0 < len(player_id) <= service.MAX_NAME_CHARS:
+            raise InvalidInput("player_id", f"1–{service.MAX_NAME_CHARS} characters, got {len(player_id)}")
+        got = await rt.store.aget_ratings([player_id])
+        return JSONResponse(rating_view(player_id, got.get(player_id)))
 
     @app.post("/v1/matches/{match_id}/result", tags=["matches"], status_code=202, response_model=ResultOut,
               responses=_errors(404, 409, *_V1_ERRORS),

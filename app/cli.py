@@ -56,9 +56,9 @@ MAX_TIME_LIMIT_MS = 86_400_000.0
 #: against pyproject's extras and every function-local import of an extra's distribution against the table.
 EXTRA_OF = {"torch": ("torch", "train"), "torch_geometric": ("torch-geometric", "train"), "onnx": ("onnx", "train"),
             "matplotlib": ("matplotlib", "train"), "tqdm": ("tqdm", "train"), "ray": ("ray", "ray"),
-            "httpx": ("httpx", "lab"), "rich": ("rich", "lab")}
+            "rich": ("rich", "lab")}
 #: what the lab's extra holds among those: a lab command missing one names ``[lab]`` (matplotlib is in both)
-LAB_EXTRA = {"httpx", "rich", "matplotlib"}
+LAB_EXTRA = {"rich", "matplotlib"}
 
 
 def short_int(v: int) -> str:

@@ -12,7 +12,7 @@ pools:
     time_budget_ms: 100
     partition: auto           # several matches per job: sequential | joint | auto
     dispatch: {policy: immediate, params: {}}
-    max_candidates: 48        # ≤ 100 players per solve
+    max_candidates: 48        # ≤ 300 players per solve (default 100)
 experiments:
   - name: predictor-vs-exact
     pools: [3v3]
@@ -65,13 +65,31 @@ from mgmatch.core.limits import MAX_TEAM_SIZE, MAX_TEAMS
 from mgmatch.core.rules import parse_rule
 
 POOL_NAME = r"^[a-z0-9][a-z0-9-]{0,31}$"
-HARD_MAX_CANDIDATES = 100
+HARD_MAX_CANDIDATES = 300   # a battle royale's queue (25 squads of 4 from 150–300 candidates, docs/guides/large-lobbies.md)
+DEFAULT_MAX_CANDIDATES = 100
 #: the pool label of /v1/solve requests (metrics, experiments)
 SOLVE_POOL = "solve"
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class AcceptConfig(_Strict):
+    """A pool's ready check: a formed match is proposed to its players, who accept or decline it."""
+
+    timeout_s: Number = Field(default=20.0, gt=0, le=600,
+                              description="Players who have not accepted by then: their tickets expire, the others "
+                                          "go back to the queue at their place.")
+
+
+class AllocatorConfig(_Strict):
+    """Where a committed match is sent to get a game server (:mod:`mgmatch.app.allocator`)."""
+
+    url: str = Field(pattern=r"^https?://[^\s]+$", max_length=2048,
+                     description="The allocator's HTTP endpoint; the match is POSTed to it as JSON.")
+    timeout_ms: Number = Field(default=2000.0, gt=0, le=60_000, description="Per attempt.")
+    retries: Integer = Field(default=2, ge=0, le=10, description="Attempts after the first, with a short backoff.")
 
 
 class DispatchConfig(_Strict):
@@ -135,7 +153,7 @@ class PoolConfig(_Strict):
                                     "(mgmatch.solvers.batch.prefer_joint), for a model-free method only (a "
                                     "predictor method keeps the one-at-a-time path under auto).")
     dispatch: DispatchConfig = Field(default_factory=DispatchConfig)
-    max_candidates: Integer = Field(default=HARD_MAX_CANDIDATES, ge=2, le=HARD_MAX_CANDIDATES)
+    max_candidates: Integer = Field(default=DEFAULT_MAX_CANDIDATES, ge=2, le=HARD_MAX_CANDIDATES)
     ticket_ttl_s: Number = Field(default=300.0, gt=0, le=86_400)
     lease_s: Number = Field(default=30.0, gt=0, le=3600, description="A claimed match returns to the queue after this.")
     scan_window: Integer | None = Field(default=None, ge=2, le=100_000,
@@ -145,6 +163,17 @@ class PoolConfig(_Strict):
     max_inflight_jobs: Integer = Field(default=4, ge=1, le=1000,
                                    description="With separate solver workers: claim no more candidates while this "
                                                "many of the pool's solve jobs wait or run (backpressure).")
+    accept: AcceptConfig | None = Field(
+        default=None, description="Ready check: a formed match is proposed; every player must accept it "
+                                  "(POST /v1/matches/{id}/accept) within timeout_s before it is matched.")
+    allocator: AllocatorConfig | None = Field(
+        default=None, description="Server handoff: a committed match is POSTed here; its answer's connection "
+                                  "goes into the tickets' match. On failure the players return to the queue at "
+                                  "their place.")
+    skill_from: Literal["ticket", "ratings"] = Field(
+        default="ticket", description="Where a player's skill comes from: the ticket's skill only, or (ratings) "
+                                      "the player's stored rating mu when the ticket gives none (openskill "
+                                      "scale: a new player is 25).")
     feature_dim: Integer | None = Field(default=None, ge=1, description="Filled from the engagement model at start-up.")
 
     @field_validator("team_sizes")
@@ -162,6 +191,8 @@ class PoolConfig(_Strict):
             raise InvalidInput("team_sizes", f"needs {self.teams} entries (teams), got {len(self.team_sizes)}")
         if self.match_size > self.max_candidates:
             raise InvalidInput("max_candidates", f"{self.max_candidates} < players per match {self.match_size}")
+        if self.allocator is not None and self.accept is not None:
+            raise InvalidInput("allocator", "a pool with a ready check (accept) cannot have an allocator yet")
         if self.scan_window is not None and self.scan_window < self.match_size:
             raise InvalidInput("scan_window", f"{self.scan_window} < players per match {self.match_size}")
         rules = []

@@ -279,7 +279,9 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
                 body = TicketIn.model_validate(obj)
             except ValidationError as err:
                 raise from_pydantic(err) from None
-            t, key = service.prepare_ticket(self.rt, body, ab_key, None, owner)
+            unrated = service.unrated(self.rt, body)
+            ratings = self.rt.store.get_ratings(unrated) if unrated else None
+            t, key = service.prepare_ticket(self.rt, body, ab_key, None, owner, ratings)
             stored, created = self.rt.store.create(t, key)
             stored = service.created(stored, owner, t)
         except _KNOWN as err:
@@ -359,13 +361,40 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
                 obj: dict[str, Any] = {"players": dict(request.players) or None}
                 if request.HasField("engagement"):  # absent: "engagement: field required", as HTTP answers
                     obj["engagement"] = request.engagement
+                if request.ranks:
+                    obj["ranks"] = list(request.ranks)
+                if request.HasField("winner"):
+                    obj["winner"] = request.winner
                 body = ResultIn.model_validate(obj)
             except ValidationError as err:
                 raise from_pydantic(err) from None
             out = service.post_result(self.rt, request.match_id, body, owner)
         except _KNOWN as err:
             self._fail(context, err, conflict_code="ALREADY_EXISTS", conflict_field="result")
+        ratings = out.pop("ratings", None)
+        if ratings is not None:
+            out["ratings_status"] = ratings["status"]
         return json_format.ParseDict({k: v for k, v in out.items() if v is not None}, pb.MatchResultAck())
+
+    def _answer(self, request: pb.MatchAnswerRequest, context, accept: bool) -> pb.MatchAnswer:
+        owner = self._guard(context)
+        try:
+            try:
+                body = service.AnswerIn.model_validate({"player_id": request.player_id})
+            except ValidationError as err:
+                raise from_pydantic(err) from None
+            out = service.answer_match(self.rt, request.match_id, body, accept, owner)
+        except _KNOWN as err:
+            self._fail(context, err)
+        return pb.MatchAnswer(match_id=out["match_id"], status=out["status"])
+
+    @_observed
+    def AcceptMatch(self, request: pb.MatchAnswerRequest, context) -> pb.MatchAnswer:
+        return self._answer(request, context, True)
+
+    @_observed
+    def DeclineMatch(self, request: pb.MatchAnswerRequest, context) -> pb.MatchAnswer:
+        return self._answer(request, context, False)
 
 
 def _handlers(svc: MatchmakerService) -> grpc.GenericRpcHandler:

@@ -76,6 +76,20 @@ class Keys:
         goes when its ticket ends (matched, cancelled, expired); the reaper drops any left behind."""
         return f"{self._pool(pool)}:players"
 
+    def player_lock(self, player_id: str) -> str:
+        """STRING → the id of the player's live ticket, in any pool (one live ticket per player). Its own
+        hash tag ``{pl:<player id>}``, so it lives apart from every pool's slot: a create takes it (SET NX,
+        or in place of a ticket that is no longer live) before the pool's create script runs, and nothing
+        frees it when its ticket ends; a later create that meets it checks whether the ticket it names is
+        still live. Expires with the ticket's TTL plus TICKET_RETENTION_S, when the ticket's hash goes."""
+        return f"{self.prefix}:{{pl:{player_id}}}:live"
+
+    def void(self, pool: str, ticket_id: str) -> str:
+        """STRING: the ticket may never be created. Set by a create that found a player's lock naming a ticket
+        whose hash does not exist (a create that stopped between taking its locks and its pool's script), so
+        that create, if it still runs, refuses; expires after TICKET_RETENTION_S."""
+        return f"{self._pool(pool)}:void:{ticket_id}"
+
     def events(self, pool: str) -> str:
         """STREAM of ticket events (created, matched, cancelled, expired) for consumers downstream."""
         return f"{self._pool(pool)}:events"
@@ -117,6 +131,28 @@ class Keys:
         the key expires after two idle windows, so it never holds more than ~120 fields. Solver workers
         write it, API processes read it (HGETALL, in the wait-estimate script) for ``estimated_wait_s``."""
         return f"{self._pool(pool)}:throughput"
+
+    def check(self, pool: str, match_id: str) -> str:
+        """HASH of one ready check (a pool's ``accept``): status (pending/matched/declined/expired), deadline
+        (Redis TIME), tickets (JSON ids), players (JSON player id → ticket id), owners (JSON), record (the
+        match's record JSON, kept when everyone accepted), accepted (count) and ``a:<player id>`` per accept.
+        Expires the timeout plus TICKET_RETENTION_S after it was proposed."""
+        return f"{self._pool(pool)}:rc:{match_id}"
+
+    def checks(self, pool: str) -> str:
+        """ZSET of the pool's pending ready checks (match ids) by deadline: what the reaper ends."""
+        return f"{self._pool(pool)}:checks"
+
+    def rating(self, player_id: str) -> str:
+        """HASH of one player's rating: mu, sigma, games, version (incremented by every update). In the
+        ``{ratings}`` slot with every other rating, so one script updates a match's players atomically on a
+        cluster; no expiry (a rating is the player's history)."""
+        return f"{self.prefix}:{{ratings}}:r:{player_id}"
+
+    def rated(self, match_id: str) -> str:
+        """STRING: the match's result already updated its players' ratings (once per match); expires after
+        the match retention, when its record goes (a result can no longer be posted then)."""
+        return f"{self.prefix}:{{ratings}}:done:{match_id}"
 
     def inference_requests(self) -> str:
         """STREAM of predictor requests (group ``inference``); not pool-bound, its own shard."""

@@ -30,6 +30,7 @@ from mgmatch.solvers.relax import RelaxConfig, parse_step, relax
 
 from . import metrics
 from .ab import Experiments, plan_for
+from .allocator import AllocationFailed, allocate
 from .backfill import Backfiller
 from .config import PoolConfig
 from .engine import Engine, seed_of
@@ -290,8 +291,25 @@ class JobRunner:
                              objective=sol.objective, status=sol.status)
         sel = set(selected)
         rest = [t for t in remaining if t.id not in sel]
+        allocator = getattr(self.pools[job.pool], "allocator", None)
+        if allocator is not None:  # server handoff: where the match is played, before it is committed
+            try:
+                result.assignment = allocate(allocator, {"match_id": match_id, "pool": job.pool, "teams": sol.teams,
+                                                         "region": sol.region})
+            except AllocationFailed as err:
+                back = self.store.release(job.pool, job.claim_id, selected)  # at their place: the queue's head
+                for tid in selected:
+                    self.store.set_unmatched_reason(job.pool, tid, f"no game server: the allocator failed: {err}")
+                metrics.TICKET_EVENTS.labels(job.pool, "requeued").inc(back)
+                log.warning("pool %s: match %s not allocated: %s", job.pool, match_id, err)
+                return False, rest
         record = match_record(job.pool, result, players, remaining)
-        if not self.store.commit(job.pool, job.claim_id, selected, [], result, record):
+        accept = getattr(self.pools[job.pool], "accept", None)
+        if accept is not None:  # a ready check: proposed now, matched once every player accepts
+            done = self.store.propose_match(job.pool, job.claim_id, selected, result, record, now + accept.timeout_s)
+        else:
+            done = self.store.commit(job.pool, job.claim_id, selected, [], result, record)
+        if not done:
             metrics.CLAIM_CONFLICTS.labels(job.pool, "commit").inc()
             return False, rest
         self._record_matched(job.pool, sum(len(team) for team in sol.teams), now)
@@ -407,6 +425,8 @@ class Matchmaker:
                 metrics.TICKET_EVENTS.labels(self.pool.name, "requeued").inc(released)
             if self.backfiller is not None:
                 self.backfiller.reap(now)
+            if getattr(self.pool, "accept", None) is not None and self.store.reap_checks(self.pool.name, now):
+                metrics.TICKET_EVENTS.labels(self.pool.name, "ready_check_ended").inc()
         metrics.QUEUE_DEPTH.labels(self.pool.name).set(self.store.queue_depth(self.pool.name))
         done = 0
         if self.backfiller is not None:  # backfills first: the tickets they take are in no match of this tick

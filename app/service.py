@@ -39,8 +39,18 @@ from mgmatch.core.limits import (
 from . import metrics
 from .ab import Plan, plan_for
 from .config import SOLVE_POOL
+from .ratings import ranks_from, rate_match, skill_of
 from .runtime import Runtime, SolvePoolFull
-from .store import Backfill, Conflict, RecordStore, StoreUnavailable, Ticket, match_pool, new_ticket_id
+from .store import (
+    Backfill,
+    Conflict,
+    Rating,
+    RecordStore,
+    StoreUnavailable,
+    Ticket,
+    match_pool,
+    new_ticket_id,
+)
 from .store.base import WaitInputs
 from .waits import estimate_wait
 
@@ -165,8 +175,16 @@ def scoped_key(idempotency_key: str | None, owner: str | None) -> str | None:
     return f"{owner}/{idempotency_key}"
 
 
+def unrated(rt: Runtime, body: TicketIn) -> list[str]:
+    """Players whose skill a ``skill_from: ratings`` pool takes from their stored rating (those without one)."""
+    pool = rt.pools.get(body.pool)
+    if pool is None or getattr(pool, "skill_from", "ticket") != "ratings":
+        return []
+    return [p.id for p in body.players if p.skill is None]
+
+
 def prepare_ticket(rt: Runtime, body: TicketIn, ab_header: str | None, idempotency_key: str | None,
-                   owner: str | None = None) -> tuple[Ticket, str | None]:
+                   owner: str | None = None, ratings: dict[str, Rating] | None = None) -> tuple[Ticket, str | None]:
     """Validate a ticket against its pool and build the stored record and its (scoped) idempotency key.
 
     Raises:
@@ -183,6 +201,10 @@ def prepare_ticket(rt: Runtime, body: TicketIn, ab_header: str | None, idempoten
             raise InvalidInput(f"players[{i}].id", f"duplicate player id {p.id!r}")
         seen.add(p.id)
     players = [p.model_dump(exclude_none=True, exclude={"waited_s"}) for p in body.players]
+    if getattr(pool, "skill_from", "ticket") == "ratings":
+        for p in players:
+            if "skill" not in p:
+                p["skill"] = skill_of((ratings or {}).get(p["id"]))
     pool.check_fit(players)
     ttl = body.ttl_s if body.ttl_s is not None else pool.ticket_ttl_s
     if ttl > pool.ticket_ttl_s:
@@ -255,6 +277,12 @@ def ticket_out(t: Ticket) -> dict[str, Any]:
         r = t.result
         out["match"] = {k: r.get(k) for k in ("match_id", "teams", "team", "region", "method", "arm",
                                               "model_version", "objective", "matched_at")}
+        if r.get("assignment"):
+            out["match"]["assignment"] = r["assignment"]
+    if t.status == "proposed" and t.result and "accept_deadline" in t.result:  # in a ready check
+        r = t.result
+        out["match"] = {k: r.get(k) for k in ("match_id", "teams", "team", "region", "method", "arm",
+                                              "model_version", "objective", "accept_deadline")}
     if t.reason:
         out["reason"] = t.reason
     if t.status == "matched" and t.result and t.result.get("backfill_id"):
@@ -434,6 +462,13 @@ class ResultIn(BaseModel):
     players: dict[Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)], Number] | None = Field(
         default=None, max_length=MAX_RESULT_PLAYERS,
         description="Optional per-player engagement, player id → number; every id must be a player of the match.")
+    ranks: list[Number] | None = Field(
+        default=None, min_length=2, max_length=64,
+        description="Optional outcome: one rank per team, in the match's team order, lower is better (ties "
+                    "allowed); updates the players' ratings once. Not with winner.")
+    winner: Integer | None = Field(default=None, ge=0, le=63,
+                                   description="Optional outcome: the index of the winning team (the others tie "
+                                               "behind it); updates the players' ratings once. Not with ranks.")
 
 
 def post_result(rt: Runtime, match_id: str, body: ResultIn, owner: str | None) -> dict[str, Any]:
@@ -471,6 +506,10 @@ def post_result(rt: Runtime, match_id: str, body: ResultIn, owner: str | None) -
             if not math.isfinite(v):
                 raise InvalidInput(f"players.{pid}", "must be a finite number")
         result["players"] = {pid: float(v) for pid, v in body.players.items()}
+    teams = [[p["id"] for p in team] for team in rec.teams]
+    ranks = outcome_ranks(body, len(teams))
+    if ranks is not None:
+        result["ranks"] = ranks
     stored, fresh = records.put_match_result(pool, match_id, result)
     if stored is None:  # expired between the two calls
         raise unknown()
@@ -479,6 +518,58 @@ def post_result(rt: Runtime, match_id: str, body: ResultIn, owner: str | None) -
         raise Conflict(f"match {short_id(match_id)!r} already has a different result "
                        f"(engagement {stored.result['engagement'] if stored.result else None!r}); the first one stays")
     metrics.MATCH_RESULTS.labels(pool, "accepted" if fresh else "duplicate").inc()
-    return {"match_id": match_id, "pool": pool, "status": "accepted" if fresh else "duplicate",
-            "engagement": stored.result["engagement"] if stored.result else result["engagement"],
-            "received_at": stored.result_at}
+    out = {"match_id": match_id, "pool": pool, "status": "accepted" if fresh else "duplicate",
+           "engagement": stored.result["engagement"] if stored.result else result["engagement"],
+           "received_at": stored.result_at}
+    if ranks is not None:  # also on a duplicate: the first post may have stopped before its ratings
+        rated, ratings = rate_match(rt.store, match_id, teams, ranks)
+        out["ratings"] = {"status": rated, "players": ratings}
+    return out
+
+
+class AnswerIn(BaseModel):
+    """A player's answer to a ready check (``POST /v1/matches/{match_id}/accept`` or ``/decline``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    player_id: str = Field(min_length=1, max_length=MAX_NAME_CHARS, description="A player of the proposed match.")
+
+
+def answer_match(rt: Runtime, match_id: str, body: AnswerIn, accept: bool, owner: str | None) -> dict[str, Any]:
+    """Accept or decline a proposed match for one player (see :class:`~mgmatch.app.store.ReadyCheckStore`).
+
+    Raises:
+        NotFound: no ready check ``match_id`` holding ``player_id`` that this client may see (unknown, past its
+            retention, in a pool without ``accept``, or none of its tickets is this client's).
+        Conflict: the check already ended another way (declined or expired, for an accept; matched or
+            expired, for a decline).
+    """
+    pool = match_pool(match_id) if len(match_id) <= MAX_MATCH_ID_CHARS else None
+    state = "unknown"
+    if pool is not None and pool in rt.pools:
+        state = rt.store.answer_check(pool, match_id, body.player_id, accept, owner)
+    if state == "unknown":
+        raise NotFound("match_id", f"no ready check {short_id(match_id)!r} with player {short_id(body.player_id)!r}")
+    if state not in (("pending", "matched") if accept else ("declined",)):  # a decline replayed stays declined
+        raise Conflict(f"the ready check of match {short_id(match_id)!r} already ended: {state}")
+    metrics.TICKET_EVENTS.labels(pool, "accepted" if accept else "declined").inc()
+    return {"match_id": match_id, "status": state}
+
+
+def outcome_ranks(body: ResultIn, teams: int) -> list[float] | None:
+    """The result's outcome as one rank per team (None without one).
+
+    Raises:
+        InvalidInput: ``winner`` given with ``ranks``, ``ranks`` not one per team, ``winner`` not a team.
+    """
+    if body.ranks is not None and body.winner is not None:
+        raise InvalidInput("winner", "give ranks or winner, not both")
+    if body.ranks is not None:
+        if len(body.ranks) != teams:
+            raise InvalidInput("ranks", f"expected {teams} ranks (one per team of the match), got {len(body.ranks)}")
+        return [float(r) for r in body.ranks]
+    if body.winner is not None:
+        if body.winner >= teams:
+            raise InvalidInput("winner", f"the match has teams 0–{teams - 1}, got {body.winner}")
+        return ranks_from(body.winner, teams)
+    return None

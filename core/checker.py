@@ -8,6 +8,7 @@ use the same judge. An assignment is ``team_of``: the team index per player, −
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import combinations
 
 import numpy as np
@@ -30,6 +31,7 @@ from .rules import (
     RoleMaxRule,
     RoleMinRule,
     RolesRule,
+    RuleVisitor,
     SkillBalanceRule,
     SkillSpreadRule,
 )
@@ -198,90 +200,144 @@ class Checker:
         return self._memo("hall", rule, make)
 
     def _rule(self, rule, T: np.ndarray) -> np.ndarray:
-        sel = T >= 0
-        if isinstance(rule, LinearRule):
-            return self._linear(rule.expr, T)
-        if isinstance(rule, IfRule):
-            return ~self._cond(rule.when, T) | self._linear(rule.then, T)
-        if isinstance(rule, RolesRule):
-            # Hall's condition: a team whose size equals the slot total can fill every slot iff
-            # every set S of roles has at least Σ_{r∈S} count_r members accepting a role of S;
-            # members accepting none of the slot roles can fill nothing. One product per team.
-            can, need, none = self.hall(rule)
-            ok = np.ones(T.shape[0], dtype=bool)
-            for j in range(self.D):
-                member = (T == j).astype(np.float32)
-                ok &= (member @ can >= need - 0.5).all(1) & (member @ none < 0.5)
-            return ok
-        if isinstance(rule, RoleMinRule):
-            acc = self.accepts(rule.role)
-            return np.all([((T == j) & acc).sum(1) >= rule.min for j in range(self.D)], axis=0)
-        if isinstance(rule, RoleMaxRule):
-            acc = self.accepts(rule.role)
-            return np.all([((T == j) & acc).sum(1) <= rule.max for j in range(self.D)], axis=0)
-        if isinstance(rule, SkillBalanceRule):
-            means = np.stack([((T == j) * self.skill).sum(1) / self.inst.sizes[j] for j in range(self.D)], axis=1)
-            ok = np.ones(T.shape[0], dtype=bool)
-            for j, m in combinations(range(self.D), 2):
-                ok &= np.abs(means[:, j] - means[:, m]) <= rule.max_diff + tolerance(rule.max_diff)
-            return ok
-        if isinstance(rule, SkillSpreadRule):
-            hi = np.where(sel, self.skill, -np.inf).max(1)
-            lo = np.where(sel, self.skill, np.inf).min(1)
-            return (hi - lo <= rule.max_spread + tolerance(rule.max_spread)) | ~sel.any(1)
-        if isinstance(rule, PartyTogetherRule):
-            ok = np.ones(T.shape[0], dtype=bool)
-            for members in self.parties.values():
-                ok &= (T[:, members] == T[:, [members[0]]]).all(1)
-            return ok
-        if isinstance(rule, AvoidRule):
-            a, b = (self.inst.index[p] for p in rule.players)
-            if rule.scope == "team":
-                return ~((T[:, a] == T[:, b]) & sel[:, a])
-            return ~(sel[:, a] & sel[:, b])
-        if isinstance(rule, MaxPingRule):
-            if not self.regions:
-                return ~sel.any(1)
-            far = self.far.astype(np.float32)  # [N, R]
-            # some region reached by every selected player: no selected player is far from it
-            # (one product: the [B, N, R] broadcast took 3.8 ms for 2 000 candidates on 12v12)
-            return ((sel.astype(np.float32) @ far) < 0.5).any(1)
-        if isinstance(rule, IncludeRule):
-            idx = [self.inst.index[p] for p in rule.players]
-            return sel[:, idx].all(1) if idx else np.ones(T.shape[0], dtype=bool)
-        raise TypeError(f"no check for {type(rule).__name__}")  # pragma: no cover
+        """bool [B]: which assignments of the batch ``T`` [B, N] meet ``rule``."""
+        return self._holds.visit(rule, T)
 
     def _explain(self, rule, t: np.ndarray) -> str:
-        sel = t >= 0
-        if isinstance(rule, (LinearRule, IfRule)):
-            e = rule.expr if isinstance(rule, LinearRule) else rule.then
-            act = sum(term.coef for term in e.terms if t[self.inst.index[term.player]] == term.team)
-            pre = "condition holds and " if isinstance(rule, IfRule) else ""
-            return f"{pre}activity {act:g} violates {e.sense} {e.rhs:g}"
-        if isinstance(rule, RolesRule):
-            return f"a team cannot fill the role slots {dict(rule.slots)} with distinct members"
-        if isinstance(rule, (RoleMinRule, RoleMaxRule)):
-            acc = self.accepts(rule.role)
-            counts = [int(((t == j) & acc).sum()) for j in range(self.D)]
-            bound = f"min {rule.min}" if isinstance(rule, RoleMinRule) else f"max {rule.max}"
-            return f"members accepting {rule.role!r} per team are {counts}, {bound}"
-        if isinstance(rule, SkillBalanceRule):
-            means = [float(self.skill[t == j].mean()) for j in range(self.D)]
-            return f"team mean skills {[round(m, 2) for m in means]} differ by more than {rule.max_diff:g}"
-        if isinstance(rule, SkillSpreadRule):
-            s = self.skill[sel]
-            return f"skill spread {float(s.max() - s.min()):g} > {rule.max_spread:g}"
-        if isinstance(rule, PartyTogetherRule):
-            bad = [p for p, m in self.parties.items() if len(set(t[m].tolist())) > 1]
-            return f"party {bad[0]!r} is split or partly benched"
-        if isinstance(rule, AvoidRule):
-            return f"{rule.players[0]} and {rule.players[1]} are in the same {rule.scope}"
-        if isinstance(rule, MaxPingRule):
-            return f"no region is within {self.max_ping:g} ms of every selected player"
-        if isinstance(rule, IncludeRule):
-            missing = [p for p in rule.players if not sel[self.inst.index[p]]]
-            return f"required players not selected: {missing}"
-        return "violated"  # pragma: no cover
+        """How the assignment ``t`` [N] breaks ``rule``, in words."""
+        return self._explains.visit(rule, t)
+
+    @cached_property
+    def _holds(self) -> _Holds:
+        return _Holds(self)
+
+    @cached_property
+    def _explains(self) -> _Explains:
+        return _Explains(self)
+
+
+class _Holds(RuleVisitor[np.ndarray]):
+    """Each rule's meaning from the spec, evaluated on a batch of assignments T [B, N] → bool [B]."""
+
+    def __init__(self, chk: Checker) -> None:
+        self.chk = chk
+
+    def visit_linear(self, rule: LinearRule, T: np.ndarray) -> np.ndarray:
+        return self.chk._linear(rule.expr, T)
+
+    def visit_if(self, rule: IfRule, T: np.ndarray) -> np.ndarray:
+        return ~self.chk._cond(rule.when, T) | self.chk._linear(rule.then, T)
+
+    def visit_roles(self, rule: RolesRule, T: np.ndarray) -> np.ndarray:
+        # Hall's condition: a team whose size equals the slot total can fill every slot iff
+        # every set S of roles has at least Σ_{r∈S} count_r members accepting a role of S;
+        # members accepting none of the slot roles can fill nothing. One product per team.
+        can, need, none = self.chk.hall(rule)
+        ok = np.ones(T.shape[0], dtype=bool)
+        for j in range(self.chk.D):
+            member = (T == j).astype(np.float32)
+            ok &= (member @ can >= need - 0.5).all(1) & (member @ none < 0.5)
+        return ok
+
+    def visit_role_min(self, rule: RoleMinRule, T: np.ndarray) -> np.ndarray:
+        acc = self.chk.accepts(rule.role)
+        return np.all([((T == j) & acc).sum(1) >= rule.min for j in range(self.chk.D)], axis=0)
+
+    def visit_role_max(self, rule: RoleMaxRule, T: np.ndarray) -> np.ndarray:
+        acc = self.chk.accepts(rule.role)
+        return np.all([((T == j) & acc).sum(1) <= rule.max for j in range(self.chk.D)], axis=0)
+
+    def visit_skill_balance(self, rule: SkillBalanceRule, T: np.ndarray) -> np.ndarray:
+        chk = self.chk
+        means = np.stack([((T == j) * chk.skill).sum(1) / chk.inst.sizes[j] for j in range(chk.D)], axis=1)
+        ok = np.ones(T.shape[0], dtype=bool)
+        for j, m in combinations(range(chk.D), 2):
+            ok &= np.abs(means[:, j] - means[:, m]) <= rule.max_diff + tolerance(rule.max_diff)
+        return ok
+
+    def visit_skill_spread(self, rule: SkillSpreadRule, T: np.ndarray) -> np.ndarray:
+        sel = T >= 0
+        hi = np.where(sel, self.chk.skill, -np.inf).max(1)
+        lo = np.where(sel, self.chk.skill, np.inf).min(1)
+        return (hi - lo <= rule.max_spread + tolerance(rule.max_spread)) | ~sel.any(1)
+
+    def visit_party_together(self, rule: PartyTogetherRule, T: np.ndarray) -> np.ndarray:
+        ok = np.ones(T.shape[0], dtype=bool)
+        for members in self.chk.parties.values():
+            ok &= (T[:, members] == T[:, [members[0]]]).all(1)
+        return ok
+
+    def visit_avoid(self, rule: AvoidRule, T: np.ndarray) -> np.ndarray:
+        sel = T >= 0
+        a, b = (self.chk.inst.index[p] for p in rule.players)
+        if rule.scope == "team":
+            return ~((T[:, a] == T[:, b]) & sel[:, a])
+        return ~(sel[:, a] & sel[:, b])
+
+    def visit_max_ping(self, rule: MaxPingRule, T: np.ndarray) -> np.ndarray:
+        sel = T >= 0
+        if not self.chk.regions:
+            return ~sel.any(1)
+        far = self.chk.far.astype(np.float32)  # [N, R]
+        # some region reached by every selected player: no selected player is far from it (one
+        # product, where a [B, N, R] broadcast is slow on large batches)
+        return ((sel.astype(np.float32) @ far) < 0.5).any(1)
+
+    def visit_include(self, rule: IncludeRule, T: np.ndarray) -> np.ndarray:
+        idx = [self.chk.inst.index[p] for p in rule.players]
+        return (T[:, idx] >= 0).all(1) if idx else np.ones(T.shape[0], dtype=bool)
+
+
+class _Explains(RuleVisitor[str]):
+    """How one assignment t [N] breaks each rule, in words (for ``violations``)."""
+
+    def __init__(self, chk: Checker) -> None:
+        self.chk = chk
+
+    def visit_linear(self, rule: LinearRule, t: np.ndarray) -> str:
+        return self._activity(rule.expr, t, "")
+
+    def visit_if(self, rule: IfRule, t: np.ndarray) -> str:
+        return self._activity(rule.then, t, "condition holds and ")
+
+    def _activity(self, e: LinearExpr, t: np.ndarray, pre: str) -> str:
+        act = sum(term.coef for term in e.terms if t[self.chk.inst.index[term.player]] == term.team)
+        return f"{pre}activity {act:g} violates {e.sense} {e.rhs:g}"
+
+    def visit_roles(self, rule: RolesRule, t: np.ndarray) -> str:
+        return f"a team cannot fill the role slots {dict(rule.slots)} with distinct members"
+
+    def visit_role_min(self, rule: RoleMinRule, t: np.ndarray) -> str:
+        return f"members accepting {rule.role!r} per team are {self._counts(rule.role, t)}, min {rule.min}"
+
+    def visit_role_max(self, rule: RoleMaxRule, t: np.ndarray) -> str:
+        return f"members accepting {rule.role!r} per team are {self._counts(rule.role, t)}, max {rule.max}"
+
+    def _counts(self, role: str, t: np.ndarray) -> list[int]:
+        acc = self.chk.accepts(role)
+        return [int(((t == j) & acc).sum()) for j in range(self.chk.D)]
+
+    def visit_skill_balance(self, rule: SkillBalanceRule, t: np.ndarray) -> str:
+        means = [float(self.chk.skill[t == j].mean()) for j in range(self.chk.D)]
+        return f"team mean skills {[round(m, 2) for m in means]} differ by more than {rule.max_diff:g}"
+
+    def visit_skill_spread(self, rule: SkillSpreadRule, t: np.ndarray) -> str:
+        s = self.chk.skill[t >= 0]
+        return f"skill spread {float(s.max() - s.min()):g} > {rule.max_spread:g}"
+
+    def visit_party_together(self, rule: PartyTogetherRule, t: np.ndarray) -> str:
+        bad = [p for p, m in self.chk.parties.items() if len(set(t[m].tolist())) > 1]
+        return f"party {bad[0]!r} is split or partly benched"
+
+    def visit_avoid(self, rule: AvoidRule, t: np.ndarray) -> str:
+        return f"{rule.players[0]} and {rule.players[1]} are in the same {rule.scope}"
+
+    def visit_max_ping(self, rule: MaxPingRule, t: np.ndarray) -> str:
+        return f"no region is within {self.chk.max_ping:g} ms of every selected player"
+
+    def visit_include(self, rule: IncludeRule, t: np.ndarray) -> str:
+        missing = [p for p in rule.players if t[self.chk.inst.index[p]] < 0]
+        return f"required players not selected: {missing}"
 
 
 def check(inst: Instance, team_of: np.ndarray) -> list[str]:

@@ -47,6 +47,7 @@ from .rules import (
     RoleMaxRule,
     RoleMinRule,
     RolesRule,
+    RuleVisitor,
     SkillBalanceRule,
     SkillSpreadRule,
 )
@@ -247,64 +248,94 @@ def compile_instance(inst: Instance) -> Compiled:
         b.region_vars = [b.aux(f"host[{reg}]", k0) for reg in regions]
         b.add([(v, 1.0) for v in b.region_vars], "==", 1, origin=k0, tag=f"rules[{k0}].one_host")
 
+    rows = _RuleRows(b)
     for k, rule in enumerate(inst.rules):
-        tag = f"rules[{k}]"
-        if isinstance(rule, LinearRule):
-            b.rows.append(b.expr_row(rule.expr, k, tag))
-        elif isinstance(rule, IfRule):
-            b.logical.append(LogicalRow(b.nnf(rule.when), b.expr_row(rule.then, k, f"{tag}.then"), k, tag))
-        elif isinstance(rule, RolesRule):
-            _compile_roles(b, rule, k)
-        elif isinstance(rule, (RoleMinRule, RoleMaxRule)):
-            acc = [i for i, p in enumerate(inst.players) if rule.role in (p.roles or ())]
-            for j in range(D):
-                terms = [(b.x(i, j), 1.0) for i in acc]
-                if isinstance(rule, RoleMinRule):
-                    b.add(terms, ">=", rule.min, origin=k, tag=f"{tag}.team[{j}]")
-                else:
-                    b.add(terms, "<=", rule.max, origin=k, tag=f"{tag}.team[{j}]")
-        elif isinstance(rule, SkillBalanceRule):
-            s = inst.skills()
-            s = s - s.mean()
-            for j in range(D):
-                for m in range(j + 1, D):
-                    terms = [(b.x(i, j), s[i] / inst.sizes[j]) for i in range(N)]
-                    terms += [(b.x(i, m), -s[i] / inst.sizes[m]) for i in range(N)]
-                    b.add(terms, "<=", rule.max_diff, origin=k, tag=f"{tag}.teams[{j},{m}].upper")
-                    b.add(terms, ">=", -rule.max_diff, origin=k, tag=f"{tag}.teams[{j},{m}].lower")
-        elif isinstance(rule, SkillSpreadRule):
-            s = inst.skills()
-            starts = np.unique(s)
-            w = [b.aux(f"{tag}.window[{v:g}]", k) for v in starts]
-            b.add([(v, 1.0) for v in w], "==", 1, origin=k, tag=f"{tag}.one_window")
-            for i in range(N):
-                cover = [w[a] for a, v in enumerate(starts) if v <= s[i] <= v + rule.max_spread]
-                b.add(b.selected_terms(i) + [(v, -1.0) for v in cover], "<=", 0, origin=k, tag=f"{tag}.in_window[{ids[i]}]")
-        elif isinstance(rule, PartyTogetherRule):
-            for party, members in parties(inst).items():
-                head = members[0]
-                for m in members[1:]:
-                    for j in range(D):
-                        b.add([(b.x(head, j), 1.0), (b.x(m, j), -1.0)], "==", 0, origin=k,
-                              tag=f"{tag}.party[{party}].{ids[m]}.team[{j}]")
-        elif isinstance(rule, AvoidRule):
-            a, c = (inst.index[p] for p in rule.players)
-            if rule.scope == "team":
-                for j in range(D):
-                    b.add([(b.x(a, j), 1.0), (b.x(c, j), 1.0)], "<=", 1, origin=k, tag=f"{tag}.team[{j}]")
-            else:
-                b.add(b.selected_terms(a) + b.selected_terms(c), "<=", 1, origin=k, tag=tag)
-        elif isinstance(rule, MaxPingRule):
-            for i, p in enumerate(inst.players):
-                ok = [v for reg, v in zip(b.regions, b.region_vars, strict=True) if reg in p.pings and p.pings[reg] <= rule.max_ms]
-                b.add(b.selected_terms(i) + [(v, -1.0) for v in ok], "<=", 0, origin=k, tag=f"{tag}.{ids[i]}")
-        elif isinstance(rule, IncludeRule):
-            for pid in dict.fromkeys(rule.players):
-                b.add(b.selected_terms(inst.index[pid]), "==", 1, origin=k, tag=f"{tag}.{pid}")
-        else:  # pragma: no cover - parse_rule admits no other kind
-            raise TypeError(f"no compiler for {type(rule).__name__}")
+        rows.visit(rule, k, f"rules[{k}]")
 
     return Compiled(N, D, inst.sizes, b.names, b.origin, b.rows, b.logical, b.regions, b.region_vars)
+
+
+class _RuleRows(RuleVisitor[None]):
+    """Each rule kind's rows (and auxiliary variables) of the standard form, added to the builder; ``k`` is
+    the rule's position (each row's origin) and ``tag`` its name in the rows' tags."""
+
+    def __init__(self, b: _Builder) -> None:
+        self.b = b
+        self.inst = b.inst
+
+    def visit_linear(self, rule: LinearRule, k: int, tag: str) -> None:
+        self.b.rows.append(self.b.expr_row(rule.expr, k, tag))
+
+    def visit_if(self, rule: IfRule, k: int, tag: str) -> None:
+        b = self.b
+        b.logical.append(LogicalRow(b.nnf(rule.when), b.expr_row(rule.then, k, f"{tag}.then"), k, tag))
+
+    def visit_roles(self, rule: RolesRule, k: int, tag: str) -> None:
+        _compile_roles(self.b, rule, k)
+
+    def visit_role_min(self, rule: RoleMinRule, k: int, tag: str) -> None:
+        self._role_count(rule.role, ">=", rule.min, k, tag)
+
+    def visit_role_max(self, rule: RoleMaxRule, k: int, tag: str) -> None:
+        self._role_count(rule.role, "<=", rule.max, k, tag)
+
+    def _role_count(self, role: str, sense: str, bound: int, k: int, tag: str) -> None:
+        b, inst = self.b, self.inst
+        acc = [i for i, p in enumerate(inst.players) if role in (p.roles or ())]
+        for j in range(inst.teams):
+            b.add([(b.x(i, j), 1.0) for i in acc], sense, bound, origin=k, tag=f"{tag}.team[{j}]")
+
+    def visit_skill_balance(self, rule: SkillBalanceRule, k: int, tag: str) -> None:
+        b, inst = self.b, self.inst
+        N, D = inst.n, inst.teams
+        s = inst.skills()
+        s = s - s.mean()
+        for j in range(D):
+            for m in range(j + 1, D):
+                terms = [(b.x(i, j), s[i] / inst.sizes[j]) for i in range(N)]
+                terms += [(b.x(i, m), -s[i] / inst.sizes[m]) for i in range(N)]
+                b.add(terms, "<=", rule.max_diff, origin=k, tag=f"{tag}.teams[{j},{m}].upper")
+                b.add(terms, ">=", -rule.max_diff, origin=k, tag=f"{tag}.teams[{j},{m}].lower")
+
+    def visit_skill_spread(self, rule: SkillSpreadRule, k: int, tag: str) -> None:
+        b, inst = self.b, self.inst
+        s = inst.skills()
+        starts = np.unique(s)
+        w = [b.aux(f"{tag}.window[{v:g}]", k) for v in starts]
+        b.add([(v, 1.0) for v in w], "==", 1, origin=k, tag=f"{tag}.one_window")
+        for i in range(inst.n):
+            cover = [w[a] for a, v in enumerate(starts) if v <= s[i] <= v + rule.max_spread]
+            b.add(b.selected_terms(i) + [(v, -1.0) for v in cover], "<=", 0, origin=k,
+                  tag=f"{tag}.in_window[{inst.ids[i]}]")
+
+    def visit_party_together(self, rule: PartyTogetherRule, k: int, tag: str) -> None:
+        b, inst = self.b, self.inst
+        for party, members in parties(inst).items():
+            head = members[0]
+            for m in members[1:]:
+                for j in range(inst.teams):
+                    b.add([(b.x(head, j), 1.0), (b.x(m, j), -1.0)], "==", 0, origin=k,
+                          tag=f"{tag}.party[{party}].{inst.ids[m]}.team[{j}]")
+
+    def visit_avoid(self, rule: AvoidRule, k: int, tag: str) -> None:
+        b, inst = self.b, self.inst
+        a, c = (inst.index[p] for p in rule.players)
+        if rule.scope == "team":
+            for j in range(inst.teams):
+                b.add([(b.x(a, j), 1.0), (b.x(c, j), 1.0)], "<=", 1, origin=k, tag=f"{tag}.team[{j}]")
+        else:
+            b.add(b.selected_terms(a) + b.selected_terms(c), "<=", 1, origin=k, tag=tag)
+
+    def visit_max_ping(self, rule: MaxPingRule, k: int, tag: str) -> None:
+        b, inst = self.b, self.inst
+        for i, p in enumerate(inst.players):
+            ok = [v for reg, v in zip(b.regions, b.region_vars, strict=True)
+                  if reg in p.pings and p.pings[reg] <= rule.max_ms]
+            b.add(b.selected_terms(i) + [(v, -1.0) for v in ok], "<=", 0, origin=k, tag=f"{tag}.{inst.ids[i]}")
+
+    def visit_include(self, rule: IncludeRule, k: int, tag: str) -> None:
+        for pid in dict.fromkeys(rule.players):
+            self.b.add(self.b.selected_terms(self.inst.index[pid]), "==", 1, origin=k, tag=f"{tag}.{pid}")
 
 
 def _compile_roles(b: _Builder, rule: RolesRule, k: int) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
@@ -48,6 +48,9 @@ class EngagementModel(BaseModel):
     feature_scale: list[Normalizer] | None = None
     player_layers: list[Layer] = Field(min_length=1)
     head_layers: list[Layer] = Field(min_length=1)
+    #: the set form (:mod:`mgmatch.core.engagement_sets`): a team network shared over the teams, pooled
+    team_layers: list[Layer] | None = Field(default=None, min_length=1)
+    team_pool: Literal["sum", "mean"] | None = None
     name: str | None = None
     training: dict[str, Any] | None = None
     #: SHA-256 of the file the model was read from (see :attr:`file_sha256`)
@@ -71,6 +74,14 @@ class EngagementModel(BaseModel):
             for k, x in enumerate(self.feature_scale):
                 if abs(x) < MIN_ABS_SCALE:
                     raise InvalidInput(f"feature_scale[{k}]", f"must not be 0 (|scale| ≥ {MIN_ABS_SCALE:g})")
+        if self.team_pool is not None and self.team_layers is None:
+            raise InvalidInput("team_pool", "only a model with team_layers (the set form) pools teams")
+        if self.team_layers is not None:
+            from .engagement_sets import check_shapes
+
+            check_shapes(self)
+            self._views()
+            return self
         width = self.feature_dim
         for stack in ("player_layers", "head_layers"):
             for k, layer in enumerate(getattr(self, stack)):
@@ -100,6 +111,15 @@ class EngagementModel(BaseModel):
                     for layer in self.player_layers]
         self._hw = [(np.asarray(layer.weight, dtype=np.float64), np.asarray(layer.bias, dtype=np.float64))
                     for layer in self.head_layers]
+        if self.team_layers is not None:
+            from .engagement_sets import dense_head, team_weights, transposed
+
+            self._tw, self._hl = team_weights(self), self._hw
+            self._tw32 = [(w.astype(np.float32), b.astype(np.float32)) for w, b in self._tw]
+            self._hl32 = [(w.astype(np.float32), b.astype(np.float32)) for w, b in self._hl]
+            self._twt, self._hlt = transposed(self._tw), transposed(self._hl)
+            self._tw32t, self._hl32t = transposed(self._tw32), transposed(self._hl32)
+            self._hw = dense_head(self)
         self._hw32 = [(w.astype(np.float32), b.astype(np.float32)) for w, b in self._hw]
         self._mean = None if self.feature_mean is None else np.asarray(self.feature_mean)
         self._scale = None if self.feature_scale is None else np.asarray(self.feature_scale)
@@ -133,6 +153,10 @@ class EngagementModel(BaseModel):
 
         Shapes: [..., teams * embed_dim] → [...].
         """
+        if self.team_layers is not None:
+            from .engagement_sets import set_head
+
+            return set_head(self, team_embeddings)
         return _mlp(team_embeddings, self._hw)[..., 0]
 
     def evaluate(self, embeddings: np.ndarray, team_of: np.ndarray, chunk: int = 65536) -> np.ndarray | float:
@@ -153,7 +177,12 @@ class EngagementModel(BaseModel):
         for s in range(0, t.shape[0], chunk):
             tb = t[s:s + chunk]
             team_emb = np.concatenate([(tb == j).astype(np.float32) @ E for j in range(self.teams)], axis=1)
-            out[s:s + chunk] = _mlp(team_emb, self._hw32)[:, 0]
+            if self.team_layers is not None:
+                from .engagement_sets import set_head
+
+                out[s:s + chunk] = set_head(self, team_emb, np.float32)
+            else:
+                out[s:s + chunk] = _mlp(team_emb, self._hw32)[:, 0]
         return out
 
     def to_json(self) -> dict:
@@ -191,6 +220,23 @@ def save_engagement(model: EngagementModel, path: str | Path) -> None:
     Path(path).write_text(json.dumps(model.to_json()))
 
 
+def head_gradient(model: EngagementModel, t: np.ndarray) -> np.ndarray:
+    """∂head/∂t: the head MLP's gradient at the concatenated team embeddings ``t`` (backpropagation
+    through its ReLU layers; the output layer is linear). Shapes: t [D·E] → [D·E]."""
+    layers = model.head_weights
+    acts, h = [], t
+    for k, (w, b) in enumerate(layers):
+        a = w @ h + b
+        acts.append(a)
+        h = np.maximum(a, 0.0) if k < len(layers) - 1 else a
+    g = np.ones(1)
+    for k in range(len(layers) - 1, -1, -1):
+        if k < len(layers) - 1:
+            g = g * (acts[k] > 0)
+        g = layers[k][0].T @ g
+    return g
+
+
 def engagement_gradient(model: EngagementModel, emb: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
     """∂EnG/∂x_ij at the uniform fractional assignment x̄_ij = K_j / N (column ``eng_grad``).
 
@@ -200,16 +246,4 @@ def engagement_gradient(model: EngagementModel, emb: np.ndarray, sizes: tuple[in
     N, E = emb.shape
     D = len(sizes)
     t = np.concatenate([emb.sum(0) * (sizes[j] / N) for j in range(D)])
-    acts, h = [], t
-    layers = model.head_weights
-    for k, (w, b) in enumerate(layers):
-        a = w @ h + b
-        acts.append(a)
-        h = np.maximum(a, 0.0) if k < len(layers) - 1 else a
-    g = np.ones(1)
-    for k in range(len(layers) - 1, -1, -1):
-        w = layers[k][0]
-        if k < len(layers) - 1:
-            g = g * (acts[k] > 0)
-        g = w.T @ g
-    return emb @ g.reshape(D, E).T
+    return emb @ head_gradient(model, t).reshape(D, E).T

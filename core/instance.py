@@ -40,6 +40,7 @@ from .limits import (
     MAX_RECENT,
     MAX_REGIONS,
     MAX_ROLES,
+    MAX_SELECTED,
     MAX_TEAM_SIZE,
     MAX_TEAMS,
     MAX_TEXT_CHARS,
@@ -249,6 +250,9 @@ def parse_instance(obj: Any, stored: bool = False) -> Instance:
         sizes = tuple(head.team_sizes)
     else:
         sizes = (head.team_size,) * head.teams
+    if sum(sizes) > MAX_SELECTED:
+        raise InvalidInput("team_sizes" if head.team_sizes is not None else "team_size",
+                           f"teams select {sum(sizes)} players; a match holds at most {MAX_SELECTED}")
     if not head.players:
         raise InvalidInput("players", "at least one player is required")
     index: dict[str, int] = {}

@@ -19,10 +19,13 @@ import numpy as np
 MAX_JSON_DEPTH = 64
 #: deepest nesting of a rule condition (``not``/``all``/``any``; a literal counts 1)
 MAX_CONDITION_DEPTH = 16
-#: most teams in an instance or a pool
-MAX_TEAMS = 16
+#: most teams in an instance or a pool (100 teams of one or two: a battle royale or a large free-for-all;
+#: measured up to 32 teams of one and 25 teams of four, docs/guides/large-lobbies.md)
+MAX_TEAMS = 100
 #: largest team
 MAX_TEAM_SIZE = 64
+#: most players one match selects (Σ team sizes; FlexMatch's largest matches)
+MAX_SELECTED = 200
 #: longest player id
 MAX_ID_CHARS = 64
 #: longest party id, role name, region name, attribute key

@@ -38,6 +38,7 @@ from .errors import InvalidInput
 from .instance import Instance, Player, parse_instance
 from .rules import (
     All,
+    AnyOf,
     AvoidRule,
     IfRule,
     IncludeRule,
@@ -46,6 +47,7 @@ from .rules import (
     MaxPingRule,
     Not,
     PartyTogetherRule,
+    RoleMinRule,
     RolesRule,
     Rule,
     SkillBalanceRule,
@@ -74,6 +76,10 @@ class Preset:
     avoid: tuple[int, int]
     include: tuple[int, int]
     logical: tuple[int, int]              # number of `if` rules, inclusive range
+    #: the role rule: None → ``roles`` (the world's slots, exactly); a dict → one ``role_min`` per role
+    #: (e.g. every squad has a support), cheaper for many teams; no slots and no dict → no role rule
+    role_min: dict[str, int] | None = None
+    balance: bool = True                  # a skill_balance rule (teams of one: skill_spread instead)
 
     @property
     def teams(self) -> int:
@@ -118,6 +124,30 @@ PRESETS: dict[str, Preset] = {
 PRESETS["12v12-deep"] = dataclasses.replace(
     PRESETS["12v12"], name="12v12-deep", world=dataclasses.replace(PRESETS["12v12"].world, name="12v12-deep"),
     pool=(60, 100), parties=(2, 6), avoid=(1, 5), include=(1, 4), logical=(16, 24),
+)
+
+
+# Large lobbies (docs/guides/large-lobbies.md): a 32-player free-for-all (teams of one, no parties,
+# no role slots, a skill window instead of team balance) and a battle royale of 25 squads of 4 from
+# big regional queues (parties of 1–4, every squad with a support, squads balanced on mean skill).
+_FFA_WORLD = WorldConfig(
+    name="ffa-32", teams=32, team_size=1, feature_dim=40, roles=("rusher", "sniper", "support"),
+    role_share=(0.45, 0.3, 0.25), slots={}, regions=REGIONS, n_heroes=4, n_modes=1, stats_per_mode=4,
+    base_churn=-3.0)
+PRESETS["ffa-32"] = Preset(
+    name="ffa-32", world=_FFA_WORLD, pool=(48, 64), bracket_sd=200.0, max_diff=(0.0,), spread_prob=1.0,
+    max_spread=(900.0, 1100.0, 1300.0), max_ping=(100.0, 120.0, 150.0), party_sizes=(1,), parties=(0, 0),
+    avoid=(0, 3), include=(1, 4), logical=(2, 5), balance=False,
+)
+PRESETS["br-100"] = Preset(
+    name="br-100",
+    world=WorldConfig(
+        name="br-100", teams=25, team_size=4, feature_dim=40, roles=("fragger", "support", "scout"),
+        role_share=(0.45, 0.3, 0.25), slots={"fragger": 2, "support": 1, "scout": 1}, regions=REGIONS,
+        n_heroes=4, n_modes=1, stats_per_mode=4, base_churn=-2.5, accept_threshold=0.3),
+    pool=(150, 300), bracket_sd=220.0, max_diff=(150.0, 200.0, 250.0), spread_prob=0.0, max_spread=(2000.0,),
+    max_ping=(110.0, 130.0, 150.0), party_sizes=(1, 2, 2, 3, 4, 4), parties=(20, 45), avoid=(2, 8),
+    include=(2, 6), logical=(10, 20), role_min={"support": 1},
 )
 
 
@@ -277,19 +307,28 @@ def _attempt(p: Preset, rng: np.random.Generator) -> Generated | None:
     role_of = np.full(N, -1)
     cand = [i for i in rng.permutation(N) if ok_ping[i]]
     slot_list = [(j, w.roles.index(r)) for j in range(D) for r, c in w.slots.items() for _ in range(c)]
+    if not w.slots:  # no role slots (free-for-all): any candidate fills any place
+        slot_list = [(j, -1) for j in range(D) for _ in range(K)]
     # scarce roles first
-    slot_list.sort(key=lambda jr: int(pop.accepts[:, jr[1]].sum()))
+    slot_list.sort(key=lambda jr: int(pop.accepts[:, jr[1]].sum()) if jr[1] >= 0 else 0)
     for j, r in slot_list:
-        k = next((i for i in cand if pop.accepts[i, r]), None)
+        k = next((i for i in cand if r < 0 or pop.accepts[i, r]), None)
         if k is None:
             return None
         cand.remove(k)
         team_of[k], role_of[k] = j, r
     # rebalance: swap same-role players between teams while it narrows the skill gap
-    _rebalance(team_of, role_of, pop.rating, D)
+    if D == 2:
+        _rebalance(team_of, role_of, pop.rating, D)
+    elif K > 1:
+        _rebalance_many(team_of, role_of, pop.rating, D)
 
     ids = [f"p{i:02d}" for i in range(N)]
-    rules: list[Rule] = [RolesRule(dict(w.slots))]
+    rules: list[Rule] = []
+    if p.role_min is not None:
+        rules.extend(RoleMinRule(role, m) for role, m in p.role_min.items())
+    elif w.slots:
+        rules.append(RolesRule(dict(w.slots)))
 
     # parties: whole inside one witness team, or whole on the bench
     party = [None] * N
@@ -316,7 +355,8 @@ def _attempt(p: Preset, rng: np.random.Generator) -> Generated | None:
     max_diff = float(rng.choice(p.max_diff))
     if gap > max_diff:
         max_diff = float(np.ceil(gap / 10) * 10)
-    rules.append(SkillBalanceRule(max_diff))
+    if p.balance:
+        rules.append(SkillBalanceRule(max_diff))
     if rng.random() < p.spread_prob:
         spread = float(pop.rating[sel].max() - pop.rating[sel].min())
         ms = float(rng.choice(p.max_spread))
@@ -349,7 +389,10 @@ def _attempt(p: Preset, rng: np.random.Generator) -> Generated | None:
         for i in range(N))
 
     n_log = int(rng.integers(p.logical[0], p.logical[1] + 1))
-    rules.extend(_logical_rules(p, rng, n_log, ids, team_of, pop, ping, max_ms))
+    if K == 1:
+        rules.extend(_lobby_rules(p, rng, n_log, ids, team_of, pop, ping, max_ms))
+    else:
+        rules.extend(_logical_rules(p, rng, n_log, ids, team_of, pop, ping, max_ms))
 
     obj = {"format": "mgmatch-instance/v1", "teams": D, "team_size": K,
            "players": [pl.to_json() for pl in players], "rules": [r.to_json() for r in rules],
@@ -380,6 +423,77 @@ def _rebalance(team_of: np.ndarray, role_of: np.ndarray, rating: np.ndarray, D: 
                         best, improved = g, True
                     else:
                         team_of[a], team_of[b] = team_of[b], team_of[a]
+
+
+def _rebalance_many(team_of: np.ndarray, role_of: np.ndarray, rating: np.ndarray, D: int, passes: int = 20) -> None:
+    """:func:`_rebalance` for many teams: swap same-role players between the strongest and the weakest
+    team while it narrows the gap of team means (team sums kept incrementally; a few passes)."""
+    sizes = np.bincount(team_of[team_of >= 0], minlength=D).astype(np.float64)
+    sums = np.bincount(team_of[team_of >= 0], weights=rating[team_of >= 0], minlength=D)
+    for _ in range(passes * D):
+        means = sums / sizes
+        hi, lo = int(np.argmax(means)), int(np.argmin(means))
+        gap = means[hi] - means[lo]
+        A, B = np.flatnonzero(team_of == hi), np.flatnonzero(team_of == lo)
+        same = role_of[A][:, None] == role_of[B][None, :]
+        delta = rating[A][:, None] - rating[B][None, :]          # what hi gives up for lo's player
+        new_hi, new_lo = (sums[hi] - delta) / sizes[hi], (sums[lo] + delta) / sizes[lo]
+        others = np.delete(means, [hi, lo])
+        top = np.maximum(np.maximum(new_hi, new_lo), others.max() if len(others) else -np.inf)
+        bot = np.minimum(np.minimum(new_hi, new_lo), others.min() if len(others) else np.inf)
+        new_gap = np.where(same, top - bot, np.inf)
+        a, b = np.unravel_index(int(np.argmin(new_gap)), new_gap.shape)
+        if not new_gap[a, b] < gap - 1e-9:
+            return
+        ia, ib = A[a], B[b]
+        team_of[ia], team_of[ib] = lo, hi
+        sums[hi] -= delta[a, b]
+        sums[lo] += delta[a, b]
+
+
+def _lobby_rules(p: Preset, rng: np.random.Generator, n: int, ids: list[str], team_of: np.ndarray,
+                 pop, ping: np.ndarray, max_ms: float) -> list[IfRule]:
+    """``if`` rules of a free-for-all (teams of one), about who is in the lobby, not on which team:
+    "in the lobby" is the condition ``any`` over every team, so that the rules, like the set-form
+    engagement model, do not tell the teams apart. Each is satisfied by the witness."""
+    D, N = p.teams, len(ids)
+    sel = team_of >= 0
+    high_ping = np.flatnonzero(ping.min(1) > 0.6 * max_ms)
+    novices = np.flatnonzero(pop.games < np.quantile(pop.games, 0.3))
+    veterans = np.flatnonzero(pop.games >= np.quantile(pop.games, 0.6))
+
+    def lobby(i: int) -> AnyOf:
+        return AnyOf(tuple(Lit(ids[i], j) for j in range(D)))
+
+    def count(players, sense: str, rhs: float) -> LinearExpr:
+        return LinearExpr(tuple(Term(ids[i], j, 1.0) for i in players for j in range(D)), sense, rhs)
+
+    out: list[IfRule] = []
+    tries = 0
+    while len(out) < n and tries < 40 * n:
+        tries += 1
+        kind = rng.integers(3)
+        if kind == 0:
+            # rivals: when a and b are both in the lobby, their rival c is not
+            a, b, c = (int(v) for v in rng.choice(N, 3, replace=False))
+            if sel[a] and sel[b] and sel[c]:
+                continue
+            out.append(IfRule(All((lobby(a), lobby(b))), count([c], "<=", 0)))
+        elif kind == 1 and len(novices) and len(veterans) >= 2:
+            # a newcomer in the lobby: at least two veterans in it too
+            nv = int(rng.choice(novices))
+            vets = [int(i) for i in veterans if i != nv]
+            if sel[nv] and sel[vets].sum() < 2:
+                continue
+            out.append(IfRule(lobby(nv), count(vets, ">=", 2)))
+        elif kind == 2 and len(high_ping) >= 2:
+            # a high-ping player in the lobby: at most two other high-ping players in it
+            h = int(rng.choice(high_ping))
+            others = [int(i) for i in high_ping if i != h]
+            if sel[h] and sel[others].sum() > 2:
+                continue
+            out.append(IfRule(lobby(h), count(others, "<=", 2)))
+    return out
 
 
 def _logical_rules(p: Preset, rng: np.random.Generator, n: int, ids: list[str], team_of: np.ndarray,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from .errors import InvalidInput
 from .limits import (
@@ -27,6 +27,7 @@ from .limits import (
 
 Sense = Literal["<=", ">=", "=="]
 SENSES = ("<=", ">=", "==")
+R = TypeVar("R")
 
 
 # --------------------------------------------------------------------------- conditions
@@ -207,6 +208,76 @@ RULE_KINDS = (
     "party_together", "avoid", "max_ping", "include",
 )
 LOGICAL_KINDS = ("if",)
+
+
+# --------------------------------------------------------------------------- visiting
+
+
+class RuleVisitor(Generic[R]):
+    """One method per rule kind, and :meth:`visit` that calls the one for a rule.
+
+    The checker, the compiler, the move scorer and the enumerator each walk the rules with a visitor, so
+    a new kind is one method in each, and a visitor that lacks it fails loudly the first time it meets
+    one instead of skipping the rule. Extra arguments of :meth:`visit` are passed on to the method. A
+    visitor that acts on a few kinds only overrides :meth:`other`, which every kind without its own
+    method reaches; by default it raises.
+    """
+
+    def visit(self, rule: Rule, *args: Any, **kwargs: Any) -> R:
+        """The result of this visitor's method for ``rule``'s kind.
+
+        Raises:
+            TypeError: ``rule`` is not one of the rule kinds.
+        """
+        name = _VISIT.get(type(rule))
+        if name is None:
+            raise TypeError(f"{type(self).__name__}: not a rule kind: {type(rule).__name__}")
+        return getattr(self, name)(rule, *args, **kwargs)
+
+    def other(self, rule: Rule, *args: Any, **kwargs: Any) -> R:
+        """What a kind without its own method gets: an error naming the visitor and the kind."""
+        raise NotImplementedError(f"{type(self).__name__} does not handle rule kind {rule.kind!r}")
+
+    def visit_linear(self, rule: LinearRule, *args: Any, **kwargs: Any) -> R:
+        return self.other(rule, *args, **kwargs)
+
+    def visit_if(self, rule: IfRule, *args: Any, **kwargs: Any) -> R:
+        return self.other(rule, *args, **kwargs)
+
+    def visit_roles(self, rule: RolesRule, *args: Any, **kwargs: Any) -> R:
+        return self.other(rule, *args, **kwargs)
+
+    def visit_role_min(self, rule: RoleMinRule, *args: Any, **kwargs: Any) -> R:
+        return self.other(rule, *args, **kwargs)
+
+    def visit_role_max(self, rule: RoleMaxRule, *args: Any, **kwargs: Any) -> R:
+        return self.other(rule, *args, **kwargs)
+
+    def visit_skill_balance(self, rule: SkillBalanceRule, *args: Any, **kwargs: Any) -> R:
+        return self.other(rule, *args, **kwargs)
+
+    def visit_skill_spread(self, rule: SkillSpreadRule, *args: Any, **kwargs: Any) -> R:
+        return self.other(rule, *args, **kwargs)
+
+    def visit_party_together(self, rule: PartyTogetherRule, *args: Any, **kwargs: Any) -> R:
+        return self.other(rule, *args, **kwargs)
+
+    def visit_avoid(self, rule: AvoidRule, *args: Any, **kwargs: Any) -> R:
+        return self.other(rule, *args, **kwargs)
+
+    def visit_max_ping(self, rule: MaxPingRule, *args: Any, **kwargs: Any) -> R:
+        return self.other(rule, *args, **kwargs)
+
+    def visit_include(self, rule: IncludeRule, *args: Any, **kwargs: Any) -> R:
+        return self.other(rule, *args, **kwargs)
+
+
+#: the visitor method of each rule class (``visit_`` and its kind)
+_VISIT: dict[type, str] = {
+    cls: "visit_" + cls.__dataclass_fields__["kind"].default
+    for cls in (LinearRule, IfRule, RolesRule, RoleMinRule, RoleMaxRule, SkillBalanceRule, SkillSpreadRule,
+                PartyTogetherRule, AvoidRule, MaxPingRule, IncludeRule)
+}
 
 
 # --------------------------------------------------------------------------- parsing

@@ -316,6 +316,8 @@ def engagement(cfg: WorldConfig, pop: Population, teams: np.ndarray, params: Chu
     count = onehot.sum(2)                                 # [M, D, R]
     overflow = np.clip(count - slots, 0, None) / np.maximum(count, 1)
     crowded = np.take_along_axis(overflow[:, :, None, :].repeat(K, 2), main[..., None], axis=3)[..., 0]
+    if not cfg.slots:  # no role slots (free-for-all): nobody is pushed off a role
+        crowded = np.zeros_like(crowded)
     ping = host_ping(pop, teams)
     outlier = np.clip((strength[:, :, None] - mu) / 300.0, 0, None)
     common = (cfg.base_churn + pop.propensity[teams] + c.unfair * unfair + c.off_role * crowded
@@ -370,7 +372,8 @@ def simulate_history(cfg: WorldConfig, n_players: int, n_matches: int, rng: np.r
     teams = np.empty((n_matches, D, K), dtype=np.int32)
     form = rng.choice(len(FORMATIONS), size=n_matches, p=np.asarray(FORMATION_SHARE)).astype(np.int8)
     need = D * K
-    slot_roles = np.concatenate([[cfg.roles.index(r)] * c for r, c in cfg.slots.items()])
+    slot_roles = (np.concatenate([[cfg.roles.index(r)] * c for r, c in cfg.slots.items()]) if cfg.slots
+                  else np.full(K, -1))
     snake = np.concatenate([np.arange(D) if r % 2 == 0 else np.arange(D)[::-1] for r in range(K)])
 
     def window(ladder: np.ndarray, width: int, center: int | None = None) -> np.ndarray:
@@ -386,7 +389,7 @@ def simulate_history(cfg: WorldConfig, n_players: int, n_matches: int, rng: np.r
         out = np.empty((D, K), dtype=np.int64)
         for j in range(D):
             for k, r in enumerate(slot_roles):
-                pick = next((a for a in avail if pop.main_role[a] == r), avail[0])
+                pick = next((a for a in avail if r < 0 or pop.main_role[a] == r), avail[0])
                 avail.remove(pick)
                 out[j, k] = pick
         return out

@@ -55,9 +55,34 @@ import numpy as np
 from mgmatch.core.errors import InvalidInput
 
 from . import loadgen
-from .chaos_checks import check_backfills, check_matches, percentile
+from .chaos_checks import check_backfills, check_matches, check_twins, percentile
 
 FINAL = ("matched", "expired", "cancelled", "404")
+#: the service's pool for a preset its built-in config lacks: the run writes a config holding it
+#: (large lobbies answered by the lobby search; like the built-in pools only parties are a rule: the run's
+#: backfills hold random players of the world, whose squads no balance bound would admit)
+EXTRA_POOLS: dict[str, dict] = {
+    "br-100": {"name": "br-100", "teams": 25, "team_size": 4, "engagement_model": "br-100",
+               "rules": [{"kind": "party_together"}],
+               "method": "lobby", "time_budget_ms": 100, "max_candidates": 300, "partition": "sequential",
+               "dispatch": {"policy": "immediate"}},
+    "ffa-32": {"name": "ffa-32", "teams": 32, "team_size": 1, "engagement_model": "ffa-32",
+               "rules": [{"kind": "skill_spread", "max_spread": 1500}],
+               "method": "lobby", "time_budget_ms": 50, "max_candidates": 64, "partition": "sequential",
+               "dispatch": {"policy": "immediate"}},
+}
+
+
+def pool_config(pool: str) -> dict | None:
+    """The service config a chaos run of ``pool`` needs, or None when the built-in one has the pool."""
+    from mgmatch.app.config import DEFAULT_CONFIG
+
+    if any(p["name"] == pool for p in DEFAULT_CONFIG["pools"]):
+        return None
+    if pool not in EXTRA_POOLS:
+        raise InvalidInput("pool", f"no service pool for preset {pool!r}; known: "
+                                   f"{', '.join([p['name'] for p in DEFAULT_CONFIG['pools']] + list(EXTRA_POOLS))}")
+    return {"pools": [EXTRA_POOLS[pool]]}
 MAIN = [sys.executable, "-c", "from mgmatch.app.cli import main; main()"]
 def redis_persistence(appendfsync: str) -> tuple[str, ...]:
     """The chaos Redis's persistence flags: AOF with this fsync policy, no RDB snapshots."""
@@ -100,6 +125,9 @@ class ChaosPlan:
     start_timeout_s: float = 180.0
     logs_to: Path | None = None         # copy the processes' logs here before the temp dir goes
     backfills: int = 20                 # backfills posted over the ingest (running matches missing 1–2 players)
+    twins: int = 50                     # accepted tickets whose first player is at once queued in another
+                                        # pool too (at most tickets): the API must refuse (one live
+                                        # ticket per player)
 
     def validate(self) -> None:
         """Raise InvalidInput naming the first bad field."""
@@ -124,10 +152,12 @@ class ChaosPlan:
             ("max_s", self.max_s > 0, "must be > 0"),
             ("accept_timeout_s", self.accept_timeout_s > 0, "must be > 0"),
             ("backfills", 0 <= self.backfills <= 10_000, "must be in 0..10000"),
+            ("twins", 0 <= self.twins <= 10_000, "must be in 0..10000"),
         ]
         for name, ok, msg in checks:
             if not ok:
                 raise InvalidInput(name, f"{msg}, got {getattr(self, name)!r}")
+        pool_config(self.pool)  # a preset the service has a pool for
 
 
 # --------------------------------------------------------------------------- tickets
@@ -183,6 +213,23 @@ def make_backfills(pool: str, n: int, seed: int) -> list[dict]:
                     "players": [{"id": pid, "features": feats[i], "skill": skill[i]} for i, pid in enumerate(ids)],
                     "teams": team_ids, "open": [0] * (teams - 1) + [missing]})
     return out
+
+
+def twin_pool(pool: str) -> str:
+    """The other built-in pool of the service's embedded configuration, where twins are posted."""
+    return "12v12" if pool == "3v3" else "3v3"
+
+
+def twin_plan(plan: ChaosPlan) -> dict[int, dict]:
+    """Ingest index → a one-player ticket body for ``twin_pool`` (features of that pool's model; the
+    player id is filled in with the accepted ticket's first player). Spread evenly over the ingest."""
+    n = min(plan.twins, plan.tickets)
+    if n <= 0:
+        return {}
+    other = twin_pool(plan.pool)
+    bodies = make_tickets(other, n, plan.seed + 1, party_share=0.0)
+    step = plan.tickets / n
+    return {min(plan.tickets - 1, int(k * step)): body for k, body in enumerate(bodies)}
 
 
 def backfill_schedule(plan: ChaosPlan) -> list[int]:
@@ -483,6 +530,8 @@ class ChaosRun:
         self.pre_leftover: list[Rec] = []
         self._chaos_tasks: list[asyncio.Task] = []
         self.client: loadgen.Client | None = None
+        self.twins = twin_plan(plan)
+        self.twin_outcomes: list[dict] = []
 
     def _event(self, what: str) -> None:
         self.events.append({"t": round(time.time() - self.t0, 2), "what": what})
@@ -538,6 +587,32 @@ class ChaosRun:
             rec = Rec(i, v["id"], self.phase, v["players"], v["created_at"], accepted_t=time.time())
             self.recs.append(rec)
             self.by_player.update((p, rec) for p in rec.players)
+            if i in self.twins:
+                await self._twin(self.twins[i], rec)
+
+    async def _twin(self, body: dict, rec: Rec) -> None:
+        """Queue the ticket's first player in the other pool too, at once; then read the first ticket: an
+        accepted twin while it is still live is a player with two live tickets. An accepted twin is
+        cancelled (it would wait alone in its pool)."""
+        pid = rec.players[0]
+        twin = {**body, "players": [{**body["players"][0], "id": pid}]}
+        r = await self._post("/v1/tickets", json.dumps(twin).encode(), {"content-type": "application/json"},
+                             (201, 409), "twin ")
+        if r is None:
+            return
+        first = None
+        try:
+            g = await self.client.get(f"/v1/tickets/{rec.id}")
+            first = g.json().get("status") if g.status_code == 200 else str(g.status_code)
+        except loadgen.TransportError as err:
+            self._transport_error(err)
+        self.twin_outcomes.append({"player": pid, "first": rec.id, "code": r.status_code, "first_status": first,
+                                   "error": r.json().get("error") if r.status_code == 409 else None})
+        if r.status_code == 201:
+            try:
+                await self.client.delete(f"/v1/tickets/{r.json()['id']}")
+            except loadgen.TransportError as err:
+                self._transport_error(err)
 
     async def _backfill(self, k: int) -> None:
         """POST backfill ``k`` (a retried backfill may exist twice: the checks key a backfilled match by its
@@ -747,6 +822,7 @@ class ChaosRun:
         check = check_matches([r.view for r in matched if r.view], (p.team_size,) * p.teams)
         bf = check_backfills([b.view for b in self.bfs if b.view], [r.view for r in matched if r.view])
         booked = sorted(set(check.double_booked) | set(bf.double_booked))
+        twins = check_twins(self.twin_outcomes)
         waits = [r.matched_t - r.created_at for r in matched if r.matched_t is not None]
         # per side of the flush: first accept → last match (the pause to confirm matches before the flush is left out)
         spans = []
@@ -776,6 +852,9 @@ class ChaosRun:
             "backfills": len(self.bfs), "backfills_by_status": dict(Counter(b.status for b in self.bfs)),
             "backfilled_players": bf.assigned_players, "backfill_double_booked": len(bf.double_booked),
             "backfill_mismatched": len(bf.mismatched),
+            "twins": twins.posted, "twins_refused": twins.refused, "twins_after_end": twins.after_end,
+            "twin_double_live": len(twins.double_live), "twin_double_live_sample": twins.double_live[:5],
+            "twin_wrong_answer": len(twins.wrong_answer),
             "inconsistent_tickets": len(check.inconsistent), "malformed_matches": len(check.malformed),
             "http_5xx_non_503": non503, "http_503": codes.get(503, 0),
             "http_codes": {str(c): n for c, n in sorted(codes.items())},
@@ -800,7 +879,10 @@ def run_chaos(plan: ChaosPlan, say: Callable[[str], None] | None = None) -> dict
     all); ``flushed_not_404`` (tickets from before the flush that still read); ``double_booked``
     (players in two matches, a backfill counting as its own match), ``backfills`` (accepted),
     ``backfills_by_status`` (filled, open, expired; those from before the flush read just before it),
-    ``backfilled_players``,
+    ``backfilled_players``; ``twins`` (players queued in a second pool right after their ticket was
+    accepted), ``twins_refused`` (409 naming ``players[0].id`` and the first ticket), ``twins_after_end``
+    (accepted after the first ended), ``twin_double_live`` (accepted while the first was live: must be
+    0), ``twin_wrong_answer`` (a 409 naming neither);
     ``backfill_double_booked``, ``backfill_mismatched`` (filled backfills their tickets do not
     confirm), ``inconsistent_tickets``, ``malformed_matches``; ``http_5xx_non_503``,
     ``http_503``, ``transport_errors`` (``transport_error_kinds`` by exception, ``transport_error_window_s`` the
@@ -833,7 +915,14 @@ def run_chaos(plan: ChaosPlan, say: Callable[[str], None] | None = None) -> dict
                                                          Keys(prefix).queue(plan.pool))
     else:
         redis = RedisServer(binary, workdir, plan.appendfsync)
-    procs = Procs(workdir, service_env(redis.url, prefix))
+    env = service_env(redis.url, prefix)
+    extra = pool_config(plan.pool)
+    if extra is not None:
+        import yaml
+
+        (workdir / "config.yaml").write_text(yaml.safe_dump(extra))
+        env["MGMATCH_CONFIG"] = str(workdir / "config.yaml")
+    procs = Procs(workdir, env)
     try:
         redis.start()
         redis.wait_ready()

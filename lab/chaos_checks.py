@@ -126,6 +126,46 @@ def check_backfills(backfills: list[dict], tickets: list[dict]) -> BackfillCheck
     return out
 
 
+@dataclass
+class TwinCheck:
+    """The outcome of :func:`check_twins`: players queued again in a second pool right after their
+    first ticket was accepted (one player, one live ticket, across pools)."""
+
+    posted: int = 0
+    refused: int = 0                                          # 409 naming players[0].id and the first ticket
+    after_end: int = 0                                        # accepted: the first ticket had ended meanwhile
+    double_live: list[str] = field(default_factory=list)      # accepted while the first ticket was still live
+    wrong_answer: list[str] = field(default_factory=list)     # a 409 that names another field or ticket
+
+    @property
+    def ok(self) -> bool:
+        return not (self.double_live or self.wrong_answer)
+
+
+def check_twins(outcomes: list[dict]) -> TwinCheck:
+    """Classify twin posts. Each outcome: ``player``, ``first`` (the first ticket's id), ``code`` (the
+    twin's HTTP status), ``error`` (the 409's error object, if any), ``first_status`` (the first
+    ticket's status read *after* the twin's answer: ``queued``/``proposed`` = still live, so an
+    accepted twin is a second live ticket; reading after errs on the side of missing one, never of
+    reporting one that did not happen)."""
+    out = TwinCheck()
+    for o in outcomes:
+        out.posted += 1
+        if o["code"] == 409:
+            err = o.get("error") or {}
+            if err.get("field") == "players[0].id" and o["first"] in err.get("message", ""):
+                out.refused += 1
+            elif o.get("first_status") in ("queued", "proposed"):
+                out.wrong_answer.append(o["player"])  # refused, but not naming the ticket that holds the player
+            else:
+                out.refused += 1  # the first ended and another holder (a retry's) was named
+        elif o.get("first_status") in ("queued", "proposed"):
+            out.double_live.append(o["player"])
+        else:
+            out.after_end += 1
+    return out
+
+
 def percentile(values: list[float], q: float) -> float | None:
     """The q-th percentile (0–100) rounded to 3 decimals; None for no values."""
     if not values:

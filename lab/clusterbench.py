@@ -4,7 +4,8 @@ Every key of a pool carries the hash tag ``{pool}``, so a pool is one hash slot,
 master, whose single thread runs every Lua script of that pool one after the other. This benchmark
 drives the store's two hot paths on ``pools`` pools at once (one client thread per pool):
 
-1. **create**: ``tickets`` tickets per pool through ``create_many`` (pipelined create scripts);
+1. **create**: ``tickets`` tickets per pool through ``create_many`` (pipelined create scripts, each after
+   its player's cross-pool lock script, which runs on the player's own slot, so on any master);
 2. **match**: the queued tickets claimed and committed in matches of ``match_size`` (one claim and
    one commit script per match, as a solver does).
 
@@ -174,7 +175,7 @@ def run_cluster_bench(plan: ClusterBenchPlan, say=None) -> dict:
                     raise RuntimeError(f"commit {mid} refused")
 
         say(f"create: {plan.tickets} tickets in each of {plan.pools} pools")
-        created = _phase("create", rc, pools, masters, create, plan.tickets)
+        created = _phase("create", rc, pools, masters, create, 2 * plan.tickets)  # a lock and a create each
         say(f"match: {n_matches} claims + commits of {plan.match_size} in each pool")
         matched = _phase("match", rc, pools, masters, match, 2 * n_matches)
         report = {"tickets_per_pool": plan.tickets, "pools": plan.pools, "batch": plan.batch,

@@ -63,6 +63,8 @@ class LogFitConfig:
     head_l1: float = 0.0
     threads: int = 1
     name: str | None = None
+    team_hidden: tuple[int, ...] | None = None   # the set form's team network (None: the dense head)
+    team_pool: str = "sum"
 
 
 @dataclass
@@ -83,6 +85,8 @@ class FitConfig:
     head_l1: float = 0.0
     threads: int = 1
     write_log: str | None = None        # keep the simulated training log here (else a temp file)
+    team_hidden: tuple[int, ...] | None = None   # the set form's team network (None: the dense head)
+    team_pool: str = "sum"
 
 
 @dataclass
@@ -115,8 +119,23 @@ def _check_arch(epochs: int, batch: int, lr: float, embed_dim: int, player_hidde
         raise InvalidInput("head_l1", f"must be a finite number ≥ 0, got {head_l1}")
 
 
+def _check_team(team_hidden: tuple[int, ...] | None, team_pool: str) -> None:
+    """The set form's team network: 1–4 layers of at most 256 neurons, pooled by sum or mean."""
+    if team_hidden is None:
+        return
+    if not 1 <= len(team_hidden) <= 4:
+        raise InvalidInput("team_layers", f"the set form needs 1–4 team layers, got {len(team_hidden)}")
+    for w in team_hidden:
+        _positive_int("team_layers", w)
+        if w > 256:
+            raise InvalidInput("team_layers", f"at most 256 neurons per team layer, got {w}")
+    if team_pool not in ("sum", "mean"):
+        raise InvalidInput("team_pool", f"must be 'sum' or 'mean', got {team_pool!r}")
+
+
 def _check_log_cfg(cfg: LogFitConfig) -> None:
     _check_arch(cfg.epochs, cfg.batch, cfg.lr, cfg.embed_dim, cfg.player_hidden, cfg.head_hidden, cfg.head_l1)
+    _check_team(cfg.team_hidden, cfg.team_pool)
     if not 0.0 < cfg.holdout_share < 1.0:
         raise InvalidInput("holdout_share", f"must lie in (0, 1), got {cfg.holdout_share!r}")
     if not 0.0 <= cfg.val_share < 1.0:
@@ -254,7 +273,7 @@ def _train(data: MatchData, train_idx: np.ndarray, val_idx: np.ndarray, cfg: Log
     y_train = data.y[train_idx]
     t_scale = float(y_train.std()) or 1.0
     net = EngagementNet(data.feature_dim, data.teams, cfg.player_hidden, cfg.embed_dim, cfg.head_hidden,
-                        mean, std, float(y_train.mean()), t_scale)
+                        mean, std, float(y_train.mean()), t_scale, team_hidden=cfg.team_hidden, team_pool=cfg.team_pool)
     y = torch.as_tensor(((data.y - net.target_mean) / net.target_scale).astype(np.float32))
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     steps = cfg.epochs * math.ceil(len(train_idx) / cfg.batch)
@@ -365,6 +384,7 @@ def _check(cfg: FitConfig) -> None:
     for name in ("matches", "holdout_matches", "threads"):
         _positive_int(name, getattr(cfg, name))
     _check_arch(cfg.epochs, cfg.batch, cfg.lr, cfg.embed_dim, cfg.player_hidden, cfg.head_hidden, cfg.head_l1)
+    _check_team(cfg.team_hidden, cfg.team_pool)
 
 
 def _write_log(path: Path, lines) -> None:
@@ -392,7 +412,8 @@ def fit(cfg: FitConfig, command: str | None = None, progress: bool = False) -> F
         t_sim = time.perf_counter() - t0
         log_cfg = LogFitConfig(epochs=cfg.epochs, seed=cfg.seed, val_share=0.0, patience=0, batch=cfg.batch, lr=cfg.lr,
                                player_hidden=cfg.player_hidden, embed_dim=cfg.embed_dim, head_hidden=cfg.head_hidden,
-                               head_l1=cfg.head_l1, threads=cfg.threads, name=cfg.preset)
+                               head_l1=cfg.head_l1, threads=cfg.threads, name=cfg.preset,
+                               team_hidden=cfg.team_hidden, team_pool=cfg.team_pool)
         cmd = command or (f"mgmatch fit-engagement --preset {cfg.preset} --matches {cfg.matches} "
                           f"--epochs {cfg.epochs} --seed {cfg.seed}")
         res = fit_log([train_log], log_cfg, holdout_logs=[hold_log], command=cmd, progress=progress,

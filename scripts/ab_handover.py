@@ -20,7 +20,7 @@ import mgmatch  # noqa: F401  (before numpy: the package sets one BLAS thread)
 
 import numpy as np
 
-import mgmatch.solvers.mgmatch as mg
+import mgmatch.solvers.mgmatch.solver as mg
 from mgmatch.app.resolve import make_solver
 from mgmatch.lab.bench_quality import problems_for
 from mgmatch.solvers.base import Budget, get_solver

@@ -19,8 +19,8 @@ import numpy as np
 
 from mgmatch.app.resolve import make_solver
 from mgmatch.lab.bench_quality import problems_for
-from mgmatch.solvers import mgmatch as mg
 from mgmatch.solvers.base import Budget, get_solver
+from mgmatch.solvers.mgmatch import solver as mg
 
 
 def main() -> None:

@@ -35,7 +35,7 @@ from mgmatch.core.rules import (
 )
 from mgmatch.core.solution import Solution
 
-from .base import Budget, register
+from .interface import Budget, register
 
 #: samples built and checked per batch by ``random``
 RANDOM_BATCH = 256

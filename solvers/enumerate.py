@@ -33,7 +33,14 @@ import numpy as np
 
 from mgmatch.core.compiler import ORIGIN_ONE_TEAM, ORIGIN_TEAM_SIZE, parties
 from mgmatch.core.problem import Problem
-from mgmatch.core.rules import IncludeRule, MaxPingRule, PartyTogetherRule, RoleMaxRule, RolesRule
+from mgmatch.core.rules import (
+    IncludeRule,
+    MaxPingRule,
+    PartyTogetherRule,
+    RoleMaxRule,
+    RolesRule,
+    RuleVisitor,
+)
 
 #: assignments per checker/evaluator batch (≈ 2–4 MB of int8 per batch at N ≈ 10–40)
 CHUNK = 65536
@@ -109,27 +116,48 @@ def multinomial(sizes: tuple[int, ...] | list[int]) -> int:
     return out
 
 
+class _Excluded(RuleVisitor[None]):
+    """The players the rules keep off every team (``never``) or on one (``must``), from the kinds that
+    decide it on their own; every other kind leaves the search space as it is."""
+
+    def __init__(self, problem: Problem) -> None:
+        inst = problem.instance
+        self.problem = problem
+        self.index = inst.index
+        self.roles = [tuple(p.roles or ()) for p in inst.players]
+        self.never = np.zeros(inst.n, dtype=bool)
+        self.must = np.zeros(inst.n, dtype=bool)
+
+    def other(self, rule, *args, **kwargs) -> None:
+        return None
+
+    def visit_roles(self, rule: RolesRule) -> None:
+        slot_roles = {r for r, c in rule.slots.items() if c > 0}
+        self.never |= np.asarray([not (slot_roles & set(rs)) for rs in self.roles])
+
+    def visit_role_max(self, rule: RoleMaxRule) -> None:
+        if rule.max == 0:
+            self.never |= np.asarray([rule.role in rs for rs in self.roles])
+
+    def visit_max_ping(self, rule: MaxPingRule) -> None:
+        ck = self.problem.checker
+        if ck.ping.shape[1] == 0:
+            self.never[:] = True
+        else:
+            self.never |= ~(ck.ping <= ck.max_ping + 1e-6 * max(1.0, abs(ck.max_ping))).any(1)
+
+    def visit_include(self, rule: IncludeRule) -> None:
+        for pid in rule.players:
+            self.must[self.index[pid]] = True
+
+
 def search_space(problem: Problem) -> Space:
     inst = problem.instance
     N = inst.n
-    never = np.zeros(N, dtype=bool)
-    must = np.zeros(N, dtype=bool)
-    roles = [tuple(p.roles or ()) for p in inst.players]
+    out = _Excluded(problem)
     for rule in inst.rules:
-        if isinstance(rule, RolesRule):
-            slot_roles = {r for r, c in rule.slots.items() if c > 0}
-            never |= np.asarray([not (slot_roles & set(rs)) for rs in roles])
-        elif isinstance(rule, RoleMaxRule) and rule.max == 0:
-            never |= np.asarray([rule.role in rs for rs in roles])
-        elif isinstance(rule, MaxPingRule):
-            ck = problem.checker
-            if ck.ping.shape[1] == 0:
-                never[:] = True
-            else:
-                never |= ~(ck.ping <= ck.max_ping + 1e-6 * max(1.0, abs(ck.max_ping))).any(1)
-        elif isinstance(rule, IncludeRule):
-            for pid in rule.players:
-                must[inst.index[pid]] = True
+        out.visit(rule)
+    never, must = out.never, out.must
     pool = np.flatnonzero(~never)
     free = np.flatnonzero(~never & ~must)
     n_bench = len(pool) - inst.n_selected

@@ -41,7 +41,7 @@ from mgmatch.core.instance import Player
 from mgmatch.core.problem import Problem
 from mgmatch.core.solution import Solution
 
-from .base import Budget, register
+from .interface import Budget, register
 from .local_search import SwapSearch
 
 HISTORY = 10

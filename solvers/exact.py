@@ -15,8 +15,8 @@ from pyscipopt import SCIP_PARAMSETTING
 from mgmatch.core.problem import Problem
 from mgmatch.core.solution import Solution
 
-from .base import Budget, register
 from .enumerate import best_assignment, count_assignments
+from .interface import Budget, register
 from .mip import ENGAGEMENT_BUILDS, BuildClock, BuildInterrupted, MipModel, released
 from .policy import hidden_neurons, record_enumeration, scip_estimate_s
 

@@ -27,7 +27,7 @@ from mgmatch.core.problem import Problem
 from mgmatch.core.solution import Solution
 
 from .awesomenauts import MatchScorer, canonical_splits
-from .base import Budget, register
+from .interface import Budget, register
 
 Objective = Callable[[np.ndarray], np.ndarray]
 EPS = 1e-9

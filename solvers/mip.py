@@ -47,12 +47,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from pyscipopt import SCIP_PARAMSETTING, Model, quicksum
-from scipy.optimize import linear_sum_assignment
 
 from mgmatch.core.checker import Checker
 from mgmatch.core.compiler import CAnd, CCond, CLit, Compiled, COr, Row
 
+from .build_time import BuildClock, BuildInterrupted, check_deadline
 from .cip import CipText
+from .relu_bounds import backsub_bounds, first_layer_bounds, first_layer_coefficients
 
 #: parameter presets of :meth:`MipModel.build`
 SETTINGS = ("default", "exact", "fast")
@@ -70,79 +71,6 @@ BACKSUB_BOUNDS = True
 BACKSUB_MIN_LEFT_S = 0.5
 
 
-class BuildClock:
-    """Measured build times, so a budgeted caller can skip a build it has no time for.
-
-    Records seconds per unit of model size (variables + rows + logical rows of the compiled form)
-    of the last builds, shared by every solver of the process (the machine's load is too), apart
-    for each size class (sizes within a factor of two: :meth:`size_class`); the expectation for a
-    model is the upper quartile of its class's recent rates times its size. Builds are abandoned at
-    their deadline anyway (:class:`BuildInterrupted`), but one that cannot fit is not started: on
-    the loaded 2-core machine a 12v12 engagement MIP took 10–28 ms to build, so at a 10 ms budget
-    starting it only made the answer (no_solution either way) late.
-
-    Why classes: a rate per unit is not one number across sizes, since every build, round or
-    iteration has a fixed cost too. With one list for the process, tabu iterations on 6-player
-    3-team games (a few hundred cells, ~2.5 µs per cell) made a 12v12 pool's iteration (~100 000
-    cells, ~0.1 µs each) look like 0.4 s, and tabu search on it stopped after two iterations; a
-    service with several games in one process met the same.
-    """
-
-    def __init__(self, keep: int = 16, forget_every: int = 4) -> None:
-        self.keep = keep
-        self.forget_every = forget_every
-        self.by_class: dict[int, list[float]] = {}
-        self.skips: dict[int, int] = {}
-
-    @staticmethod
-    def size(compiled: Compiled, objective_terms: int = 0) -> int:
-        return compiled.n_vars + len(compiled.rows) + len(compiled.logical) + objective_terms
-
-    @staticmethod
-    def size_class(size: int) -> int:
-        """Sizes in [2^(k−1), 2^k) share class k."""
-        return max(1, int(size)).bit_length()
-
-    def rates(self, size: int) -> list[float]:
-        """The recent seconds per unit of ``size``'s class (oldest first)."""
-        return list(self.by_class.get(self.size_class(size), ()))
-
-    def record(self, seconds: float, size: int) -> None:
-        k = self.size_class(size)
-        # a new list: readers in other threads never see one being changed
-        self.by_class[k] = self.by_class.get(k, [])[-(self.keep - 1):] + [seconds / max(1, size)]
-
-    def skipped(self, size: int) -> None:
-        """A caller skipped its work on a model of ``size`` because :meth:`expected_s` said it
-        cannot fit. Every ``forget_every``-th skip in a size class forgets the class's largest rate:
-        a stage that is not run is not measured again, so without this a few slow moments (a busy
-        machine, a collection) could lock it out for the rest of the process (once, every
-        12v12-deep solve of a bench process answered after its surrogate stage, at ~16 ms,
-        whatever the budget)."""
-        k = self.size_class(size)
-        self.skips[k] = self.skips.get(k, 0) + 1
-        rates = list(self.by_class.get(k, ()))
-        if self.skips[k] % self.forget_every == 0 and rates:
-            rates.remove(max(rates))
-            self.by_class[k] = rates
-
-    def snapshot(self) -> tuple[dict, dict]:
-        """The clock's records, for :meth:`restore` (e.g. around a warm-up whose cold times are no
-        measurement)."""
-        return dict(self.by_class), dict(self.skips)
-
-    def restore(self, state: tuple[dict, dict]) -> None:
-        self.by_class, self.skips = dict(state[0]), dict(state[1])
-
-    def expected_s(self, size: int) -> float:
-        """Expected seconds to build a model of ``size`` (0 before any of its class was measured:
-        then it is tried, and measured)."""
-        r = sorted(self.by_class.get(self.size_class(size), ()))
-        if not r:
-            return 0.0
-        return r[int(0.75 * (len(r) - 1))] * size
-
-
 #: engagement MIPs (rules + big-M objective) and surrogate MIPs (rules + linear objective)
 ENGAGEMENT_BUILDS = BuildClock()
 SURROGATE_BUILDS = BuildClock()
@@ -150,16 +78,6 @@ SURROGATE_BUILDS = BuildClock()
 SCIP_READS = BuildClock()
 #: freeing a searched engagement MIP (:meth:`MipModel.dispose`), by the compiled size
 ENGAGEMENT_FREES = BuildClock()
-
-
-class BuildInterrupted(Exception):
-    """Building the model ran past the ``deadline`` given to :meth:`MipModel.build` or
-    :meth:`MipModel.add_engagement_objective` (a budgeted caller answers without this model)."""
-
-
-def _check(deadline: float | None) -> None:
-    if deadline is not None and time.perf_counter() >= deadline:
-        raise BuildInterrupted("the time budget ran out while the MIP was being built")
 
 
 @dataclass
@@ -247,7 +165,7 @@ class MipModel:
         m = (_idle_model(settings, threads) if reuse else None) or new_model(settings, threads)
         xhat = cip.read(m)
         SCIP_READS.record(time.perf_counter() - t0, size)
-        _check(deadline)
+        check_deadline(deadline)
         N, D = compiled.n_players, compiled.n_teams
         mip = cls(compiled, m, np.asarray(xhat[:N * D], dtype=object).reshape(N, D), xhat, checker, stats,
                   (settings, threads))
@@ -324,20 +242,20 @@ class MipModel:
             self.model.setObjective(lin(c[0], b1[0]), "maximize")
             self.stats.update(st)
             return st
-        _check(deadline)
+        check_deadline(deadline)
         lo, hi = first_layer_bounds(c, b1, sizes, deadline)
-        _check(deadline)
+        check_deadline(deadline)
         # pre-activations of the current layer, as linear expressions (in x, then in y)
         pre = []
         for n in range(len(b1)):
-            _check(deadline)
+            check_deadline(deadline)
             pre.append(lin(c[n], b1[n]))
         m = self.model
         history = [(lo, hi)]  # bounds of each hidden layer's pre-activations (all neurons)
         for k in range(1, len(layers)):
             ys, ylo, yhi = [], [], []
             for n, a in enumerate(pre):
-                _check(deadline)
+                check_deadline(deadline)
                 st["neurons"] += 1
                 if hi[n] <= 0.0:
                     st["stable_inactive"] += 1
@@ -537,7 +455,7 @@ def write_rules(cip: CipText, compiled: Compiled, first: int = 0, deadline: floa
           "dropped_consequents": 0}
     for k, r in enumerate(compiled.rows):
         if k % 16 == 0:
-            _check(deadline)
+            check_deadline(deadline)
         cip.add_row(r.vars + first if first else r.vars, r.coefs, r.sense, r.rhs)
         st["linear_rows"] += 1
 
@@ -585,7 +503,7 @@ def write_rules(cip: CipText, compiled: Compiled, first: int = 0, deadline: floa
             st["bigm_rows"] += 1
 
     for lr in compiled.logical:
-        _check(deadline)
+        check_deadline(deadline)
         logical(lr.cond, lr.then)
     return st
 
@@ -611,90 +529,3 @@ def apply_settings(m: Model, settings: str) -> None:
         m.setParam("branching/relpscost/minreliable", 1.0)
         m.setParam("branching/relpscost/maxreliable", 1.0)
         m.setParam("conflict/enable", False)
-
-
-def _relu_relaxation(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Linear bounds of y = ReLU(z) on lo ≤ z ≤ hi: y ≤ up·z + up_icpt and y ≥ low·z.
-
-    Stable inactive: 0; stable active: z; otherwise the triangle's upper chord and, below, z or 0,
-    whichever leaves the smaller area (CROWN's adaptive choice). Returns (up, up_icpt, low).
-    """
-    active, unstable = lo >= 0.0, (lo < 0.0) & (hi > 0.0)
-    width = np.where(unstable, hi - lo, 1.0)
-    up = np.where(unstable, hi / width, active.astype(float))
-    up_icpt = np.where(unstable, -up * lo, 0.0)
-    low = np.where(unstable, (hi > -lo).astype(float), active.astype(float))
-    return up, up_icpt, low
-
-
-def backsub_bounds(layers: list, history: list, c: np.ndarray, b1: np.ndarray, sizes: list[int],
-                   deadline: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Bounds of a deeper hidden layer's pre-activations by linear back-substitution to x.
-
-    ``layers``: the (W, b) from the second layer up to the one bounded; ``history``: (lo, hi) of
-    the pre-activations of every hidden layer below it (the first: :func:`first_layer_bounds`);
-    ``c`` [H1, N, D], ``b1`` [H1]: the first layer in x. Each ReLU below is replaced by its linear
-    relaxation (:func:`_relu_relaxation`), upper or lower by the sign of its coefficient, layer
-    by layer down to a linear function of x, whose max and min over the team formations an
-    assignment problem gives exactly (CROWN, Zhang et al. 2018, with an exact last step instead of
-    a box). Per neuron it can be looser than interval arithmetic, so the caller takes the tighter of
-    the two. On 12v12-deep's second layer (4 pools of 60–61 candidates, seed 7): mean width 9.8–13.0
-    against 16.6–22.1, ~14 ms per pool; SCIP then proved the smallest pool in 10.5 s instead of 14.3 s,
-    and after 60 s on the next one its dual bound was 20.53 against 22.28 (incumbent 19.16).
-    """
-    H = layers[-1][0].shape[0]
-    lo_out, hi_out = np.empty(H), np.empty(H)
-    for sign, out in ((1.0, hi_out), (-1.0, lo_out)):
-        lam = sign * layers[-1][0]               # [H, n]: maximize sign·z over the layer below
-        const = sign * layers[-1][1].astype(np.float64)
-        for j in range(len(layers) - 1, -1, -1):  # relax the ReLUs of hidden layer j (0: the first)
-            up, icpt, low = _relu_relaxation(*history[j])
-            pos = lam > 0
-            const = const + (np.where(pos, lam, 0.0) * icpt).sum(1)
-            lam = np.where(pos, lam * up, lam * low)   # coefficients on z_j
-            if j > 0:
-                W, b = layers[j - 1]
-                const = const + lam @ b
-                lam = lam @ W
-        const = const + lam @ b1
-        C = np.tensordot(lam, c, axes=1)          # [H, N, D] coefficients on x
-        out[:] = sign * (const + best_over_formations(C, sizes, maximize=True, deadline=deadline))
-    return lo_out, hi_out
-
-
-def first_layer_coefficients(W1: np.ndarray, embeddings: np.ndarray, teams: int) -> np.ndarray:
-    """c [H1, N, D]: the first head layer's pre-activation a_n = b_n + Σ_ij c[n, i, j]·x_ij, with
-    c_nij = Σ_k W1[n, j·E + k]·e_ik (player i's embedding read by team j's input block)."""
-    E = np.asarray(embeddings, dtype=np.float64)  # [N, E]
-    return np.einsum("njk,ik->nij", W1.reshape(W1.shape[0], teams, E.shape[1]), E)
-
-
-def first_layer_bounds(c: np.ndarray, b: np.ndarray, sizes: list[int],
-                       deadline: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Exact range of a_n = b_n + Σ_ij c[n, i, j]·x_ij over valid team formations.
-
-    Team j has ``sizes[j]`` players, each player at most one team, no other rule: an assignment
-    problem of players onto team slots, solved once for the max and once for the min per neuron.
-
-    Shapes: c [H, N, D], b [H] → (lo [H], hi [H]). ``deadline``: raise :class:`BuildInterrupted`
-    past it (checked per neuron: 64 neurons of a 100-candidate pool take several ms).
-    """
-    return (b + best_over_formations(c, sizes, maximize=False, deadline=deadline),
-            b + best_over_formations(c, sizes, maximize=True, deadline=deadline))
-
-
-def best_over_formations(c: np.ndarray, sizes: list[int], maximize: bool,
-                         deadline: float | None = None) -> np.ndarray:
-    """Per n, the max (or min) of Σ_ij c[n, i, j]·x_ij over valid team formations: an assignment
-    problem of players onto team slots. Shapes: c [H, N, D] → [H]. ``deadline``: raise
-    :class:`BuildInterrupted` past it (checked per n)."""
-    H, N, D = c.shape
-    slots = np.repeat(np.arange(D), sizes)  # team of each slot
-    out = np.empty(H)
-    for n in range(H):
-        _check(deadline)
-        cost = c[n][:, slots]  # [N, S], N ≥ S: every slot gets one player
-        r, s = linear_sum_assignment(cost, maximize=maximize)
-        out[n] = cost[r, s].sum()
-    return out
-

@@ -108,6 +108,24 @@ COUNT_MAX_COMBOS = 10**7
 
 PATHS = ("auto", "enumerate", "scip", "pipeline")
 
+#: large lobbies (FFA, battle royale) go to the lobby search (:mod:`mgmatch.solvers.lobby`) from this
+#: many player→team variables N·D on, when it handles every rule of the pool. Measured (shared 2-core
+#: machine under load, docs/benchmarks/large-lobbies.md): at 48–64 candidates × 32 teams (ffa-32,
+#: 1 536–2 048 variables) the pipeline (model-free, ``surrogate``) answered 1 pool of 3 at 50 ms and
+#: the lobby search every pool; at 150–300 × 25 (br-100) compiling the rules alone takes 0.4–0.5 s and
+#: the move scorer ~2 s. The pipeline's own presets stay below: 12v12-deep pools have ≤ 200 variables.
+LOBBY_MIN_VARIABLES = 1_500
+
+
+def lobby_path(problem: Problem) -> bool:
+    """Whether MGMatch answers ``problem`` by the lobby search (:data:`LOBBY_MIN_VARIABLES`)."""
+    inst = problem.instance
+    if inst.n * inst.teams < LOBBY_MIN_VARIABLES:
+        return False
+    from .lobby import supports
+
+    return supports(problem)
+
 
 @dataclass(frozen=True)
 class Choice:

@@ -79,6 +79,11 @@ def fit_cmd(
     head_layers: Annotated[str | None, typer.Option(help="Hidden widths of the head, e.g. 16 or 64,64 (the exact "
                                                          "MIP spends one binary per unstable head neuron).")] = None,
     head_hidden: Annotated[int | None, typer.Option(hidden=True, help="Same as --head-layers N.")] = None,
+    team_layers: Annotated[str | None, typer.Option(help="The set form for many teams: widths of a team network "
+                                                         "shared over the teams, e.g. 16 (its outputs are pooled "
+                                                         "over the teams, then the head reads them); default: the "
+                                                         "dense head over every team's embedding.")] = None,
+    team_pool: Annotated[str, typer.Option(help="With --team-layers: pool the teams by sum or mean.")] = "sum",
     head_l1: Annotated[float, typer.Option(help="L1 penalty on the head's weights, added to the normalized MSE: "
                                                 "sparser heads whose neurons are more often stable, which the "
                                                 "exact MIP proves far faster (0: none; 3e-4 for 12v12-deep).")] = 0.0,
@@ -110,6 +115,11 @@ def fit_cmd(
         fail("give --head-layers or --head-hidden, not both")
     head = _widths("--head-layers", head_layers if head_hidden is None else str(head_hidden), (16,))
     player = _widths("--player-layers", player_layers, (64, 32))
+    team = None if team_layers is None else _widths("--team-layers", team_layers, ())
+    if team is not None and not team:
+        fail("--team-layers needs at least one width, e.g. 16")
+    if team_pool not in ("sum", "mean"):
+        fail(f"--team-pool must be sum or mean, got {team_pool!r}")
     for flag, v in (("--batch", batch), ("--embed-dim", embed_dim), ("--epochs", epochs), ("--threads", threads)):
         if v is not None and v < 1:
             fail(f"{flag} must be ≥ 1, got {v}")
@@ -125,10 +135,12 @@ def fit_cmd(
                   + (f" --player-layers {','.join(map(str, player))}" if player != (64, 32) else "")
                   + (f" --head-layers {','.join(map(str, head)) or 'none'}" if head != (16,) else "")
                   + (f" --head-l1 {head_l1:g}" if head_l1 else "")
+                  + (f" --team-layers {','.join(map(str, team))}" if team else "")
+                  + (f" --team-pool {team_pool}" if team and team_pool != "sum" else "")
                   + (f" --batch {batch}" if batch is not None else "") + (f" --lr {lr:g}" if lr is not None else ""))
     if preset is not None:
         _fit_preset(preset, out, seed, epochs or 20, matches, players, holdout, batch or 256, lr or 2e-3, embed_dim,
-                    player, head, threads, write_log, plot, quiet, arch_flags, head_l1)
+                    player, head, threads, write_log, plot, quiet, arch_flags, head_l1, team, team_pool)
         return
     if not 0 < holdout_share < 1:
         fail(f"--holdout-share must lie in (0, 1), got {holdout_share}")
@@ -151,7 +163,8 @@ def fit_cmd(
     n_epochs = epochs or 30
     cfg = LogFitConfig(epochs=n_epochs, seed=seed, holdout_share=holdout_share, val_share=val_share,
                        patience=patience, batch=batch or 512, lr=float(lr or 3e-3), player_hidden=player,
-                       embed_dim=embed_dim, head_hidden=head, head_l1=head_l1, threads=threads, name=name)
+                       embed_dim=embed_dim, head_hidden=head, head_l1=head_l1, threads=threads, name=name,
+                       team_hidden=team, team_pool=team_pool)
     cmd = ("mgmatch fit-engagement " + " ".join(f"--logs {shlex.quote(str(p))}" for p in logs)  # type: ignore[union-attr]
            + "".join(f" --holdout-logs {shlex.quote(str(p))}" for p in holdout_logs or [])
            + f" --seed {seed} --epochs {n_epochs}"
@@ -196,7 +209,8 @@ def _write(result, out: Path, plot: Path | None) -> None:
 
 def _fit_preset(preset: str, out: Path, seed: int, epochs: int, matches: int, players: int | None, holdout: int,
                 batch: int, lr: float, embed_dim: int, player: tuple[int, ...], head: tuple[int, ...], threads: int,
-                write_log: Path | None, plot: Path | None, quiet: bool, arch_flags: str, head_l1: float = 0.0) -> None:
+                write_log: Path | None, plot: Path | None, quiet: bool, arch_flags: str, head_l1: float = 0.0,
+                team: tuple[int, ...] | None = None, team_pool: str = "sum") -> None:
     if preset not in PRESETS:
         fail(f"--preset: unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
     for flag, v in (("--matches", matches), ("--holdout", holdout)):
@@ -216,7 +230,8 @@ def _fit_preset(preset: str, out: Path, seed: int, epochs: int, matches: int, pl
            + (f" --write-log {write_log}" if write_log else "") + f" --out {out}")
     cfg = FitConfig(preset, matches=matches, epochs=epochs, seed=seed, players=players, holdout_matches=holdout,
                     batch=batch, lr=float(lr), player_hidden=player, embed_dim=embed_dim, head_hidden=head,
-                    head_l1=head_l1, threads=threads, write_log=str(write_log) if write_log else None)
+                    head_l1=head_l1, threads=threads, write_log=str(write_log) if write_log else None,
+                    team_hidden=team, team_pool=team_pool)
     result = fit(cfg, command=cmd, progress=not quiet)
     _write(result, out, plot)
     emit({"out": str(out), "holdout": result.record["holdout"], "seconds": result.record["seconds"]})

@@ -74,6 +74,16 @@ class MatchmakerStub:
                 request_serializer=matchmaker__pb2.MatchResultRequest.SerializeToString,
                 response_deserializer=matchmaker__pb2.MatchResultAck.FromString,
                 _registered_method=True)
+        self.AcceptMatch = channel.unary_unary(
+                '/mgmatch.v1.Matchmaker/AcceptMatch',
+                request_serializer=matchmaker__pb2.MatchAnswerRequest.SerializeToString,
+                response_deserializer=matchmaker__pb2.MatchAnswer.FromString,
+                _registered_method=True)
+        self.DeclineMatch = channel.unary_unary(
+                '/mgmatch.v1.Matchmaker/DeclineMatch',
+                request_serializer=matchmaker__pb2.MatchAnswerRequest.SerializeToString,
+                response_deserializer=matchmaker__pb2.MatchAnswer.FromString,
+                _registered_method=True)
 
 
 class MatchmakerServicer:
@@ -136,6 +146,21 @@ class MatchmakerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AcceptMatch(self, request, context):
+        """Accept a proposed match for one player (ready check; POST /v1/matches/{match_id}/accept): NOT_FOUND for
+        no such check with that player, FAILED_PRECONDITION when it already ended (declined, expired).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeclineMatch(self, request, context):
+        """Decline it (POST /v1/matches/{match_id}/decline): the player's ticket ends declined, the others requeue.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MatchmakerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -178,6 +203,16 @@ def add_MatchmakerServicer_to_server(servicer, server):
                     servicer.PostMatchResult,
                     request_deserializer=matchmaker__pb2.MatchResultRequest.FromString,
                     response_serializer=matchmaker__pb2.MatchResultAck.SerializeToString,
+            ),
+            'AcceptMatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcceptMatch,
+                    request_deserializer=matchmaker__pb2.MatchAnswerRequest.FromString,
+                    response_serializer=matchmaker__pb2.MatchAnswer.SerializeToString,
+            ),
+            'DeclineMatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeclineMatch,
+                    request_deserializer=matchmaker__pb2.MatchAnswerRequest.FromString,
+                    response_serializer=matchmaker__pb2.MatchAnswer.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -396,6 +431,60 @@ class Matchmaker:
             '/mgmatch.v1.Matchmaker/PostMatchResult',
             matchmaker__pb2.MatchResultRequest.SerializeToString,
             matchmaker__pb2.MatchResultAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcceptMatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mgmatch.v1.Matchmaker/AcceptMatch',
+            matchmaker__pb2.MatchAnswerRequest.SerializeToString,
+            matchmaker__pb2.MatchAnswer.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeclineMatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mgmatch.v1.Matchmaker/DeclineMatch',
+            matchmaker__pb2.MatchAnswerRequest.SerializeToString,
+            matchmaker__pb2.MatchAnswer.FromString,
             options,
             channel_credentials,
             insecure,

@@ -13,6 +13,8 @@ from .base import (
     Conflict,
     MatchRecord,
     MatchResult,
+    PlayerBusy,
+    Rating,
     StoreUnavailable,
     Ticket,
     TicketStatus,
@@ -27,6 +29,8 @@ from .protocols import (
     InferenceStore,
     JobStore,
     LeaseStore,
+    RatingStore,
+    ReadyCheckStore,
     RecordStore,
     StatsStore,
     Store,
@@ -35,7 +39,7 @@ from .protocols import (
 from .redis import RedisStore
 
 __all__ = ["MATCH_MAX_COUNT", "MATCH_RETENTION_S", "RETENTION_S", "Backfill", "BackfillStore", "Conflict",
-           "InferenceStore", "JobStore", "LeaseStore", "MatchRecord", "MatchResult", "MemoryStore", "RecordStore",
+           "InferenceStore", "JobStore", "LeaseStore", "MatchRecord", "MatchResult", "MemoryStore", "PlayerBusy", "Rating", "RatingStore", "ReadyCheckStore", "RecordStore",
            "RedisStore", "StatsStore", "Store", "StoreUnavailable", "Ticket", "TicketStatus", "TicketStore",
            "make_store", "match_pool", "new_ticket_id", "pool_of", "wait_reachable"]
 

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-TicketStatus = Literal["queued", "proposed", "matched", "expired", "cancelled"]
+TicketStatus = Literal["queued", "proposed", "matched", "expired", "cancelled", "declined"]
 RETENTION_S = 3600.0  # how long a finished ticket stays readable after its TTL
 #: default match-record retention (``MGMATCH_MATCH_RETENTION_S``) and most records kept per pool
 #: (``MGMATCH_MATCH_MAX_COUNT``): what the match log can be exported from (:class:`MatchRecord`)
@@ -115,12 +115,16 @@ class MatchResult:
     model_version: str | None = None
     objective: float | None = None
     status: str | None = None
+    assignment: dict[str, Any] | None = None  # the allocator's answer: where the match is played
 
     def for_ticket(self, tid: str) -> dict[str, Any]:
-        return {"match_id": self.match_id, "teams": self.teams, "team": self.team_of_ticket[tid],
-                "region": self.region, "method": self.method, "arm": self.arm,
-                "model_version": self.model_version, "objective": self.objective, "solver_status": self.status,
-                "matched_at": time.time()}
+        out = {"match_id": self.match_id, "teams": self.teams, "team": self.team_of_ticket[tid],
+               "region": self.region, "method": self.method, "arm": self.arm,
+               "model_version": self.model_version, "objective": self.objective, "solver_status": self.status,
+               "matched_at": time.time()}
+        if self.assignment is not None:
+            out["assignment"] = self.assignment
+        return out
 
 
 BackfillStatus = Literal["open", "filled", "cancelled", "expired"]
@@ -229,8 +233,30 @@ class MatchRecord:
         return line
 
 
+@dataclass(frozen=True)
+class Rating:
+    """A player's rating (openskill): mean ``mu``, uncertainty ``sigma``, games rated, and ``version``, which
+    every update increments (what a rating update compares before it writes)."""
+
+    mu: float
+    sigma: float
+    games: int = 0
+    version: int = 0
+
+
 class Conflict(Exception):
     """The requested change does not apply to the ticket's current status."""
+
+
+class PlayerBusy(Conflict):
+    """A new ticket names a player who already holds a live (queued or proposed) ticket, in any pool:
+    HTTP 409 / gRPC ALREADY_EXISTS naming ``players[i].id`` and the ticket that holds the player."""
+
+    def __init__(self, index: int, player_id: str, holder: str | None):
+        self.field = f"players[{index}].id"
+        self.player_id, self.holder = player_id, holder
+        super().__init__(f"player {player_id!r} already holds live ticket {holder}" if holder is not None else
+                         f"player {player_id!r} is being queued by other requests right now; retry")
 
 
 class StoreUnavailable(Exception):

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
 from ..keys import BLOCK_MS
-from .base import Backfill, Conflict, MatchRecord, MatchResult, Ticket, WaitInputs
+from .base import Backfill, Conflict, MatchRecord, MatchResult, Rating, Ticket, WaitInputs
 
 
 @runtime_checkable
@@ -325,7 +325,64 @@ class LeaseStore(Protocol):
 
 
 @runtime_checkable
-class Store(TicketStore, RecordStore, BackfillStore, StatsStore, Protocol):
+@runtime_checkable
+class RatingStore(Protocol):
+    """Players' ratings, updated from match results (:mod:`mgmatch.app.ratings`). A player's rating is
+    global (not per pool). Each match updates its players once: the update names the match, and one
+    already applied is not applied again (a result posted twice, a retry after a lost reply)."""
+
+    @abstractmethod
+    def get_ratings(self, player_ids: list[str]) -> dict[str, Rating]:
+        """The stored ratings of these players; a player never rated is absent."""
+
+    async def aget_ratings(self, player_ids: list[str]) -> dict[str, Rating]:
+        return self.get_ratings(player_ids)
+
+    @abstractmethod
+    def rate_match(self, match_id: str, before: dict[str, int], after: dict[str, Rating]) -> str:
+        """Write ``after`` for the match's players, atomically, once per match: ``"applied"``; ``"done"``
+        when this match was applied before (nothing written); ``"stale"`` when a player's stored version
+        is no longer ``before[player]`` (0 = never rated): another match rated them meanwhile, nothing
+        written, the caller reads again and recomputes. The written versions are ``before + 1``. The
+        mark that the match was applied lasts the match retention."""
+
+
+@runtime_checkable
+class ReadyCheckStore(Protocol):
+    """Ready checks (a pool's ``accept``): a solved match is *proposed* to its players, who accept or
+    decline it before a deadline. Its tickets stay ``proposed`` (live: their players hold them), under the
+    match's id, out of the claim's reach (a release, a takeover or the lease reaper never touches them).
+
+    - every player accepts → the tickets are ``matched`` and the match's record is kept, as a commit does;
+    - a player declines → that player's ticket ends ``declined``; the others go back to the queue at their
+      place (their original creation time: the head, not the tail);
+    - the deadline passes (:meth:`reap_checks`) → tickets with a player who did not accept end ``expired``
+      with a reason, the others go back to the queue at their place.
+
+    Each step is atomic and safe to replay; a check's outcome is final. The check is kept in the store, so
+    a killed worker loses nothing: whichever matchmaker reaps the pool next ends an overdue check."""
+
+    @abstractmethod
+    def propose_match(self, pool: str, claim_id: str, selected: list[str], result: MatchResult,
+                      record: MatchRecord | None, deadline: float) -> bool:
+        """Tickets proposed by ``claim_id`` → in the ready check of ``result.match_id`` until ``deadline``,
+        all or none (False, and every ticket still held by the claim back in the queue, as a failed commit).
+        Each ticket's result shows the match (its id, teams, the ticket's team) and ``accept_deadline``."""
+
+    @abstractmethod
+    def answer_check(self, pool: str, match_id: str, player_id: str, accept: bool,
+                     owner: str | None = None) -> str:
+        """A player's answer. Returns the check's state after it: ``pending`` (others still to answer),
+        ``matched`` (this was the last accept), ``declined`` or ``expired`` (it ended; an accept then changes
+        nothing, nor does a second decline); ``unknown`` when there is no such check (or it is past its
+        retention), the player is not in it, or ``owner`` is given and owns none of its tickets."""
+
+    @abstractmethod
+    def reap_checks(self, pool: str, now: float | None = None) -> int:
+        """End the pool's checks past their deadline (see above); returns how many ended."""
+
+
+class Store(TicketStore, RecordStore, BackfillStore, StatsStore, RatingStore, ReadyCheckStore, Protocol):
     """What the API and the matchmaker need of a store: every concern both implementations have."""
 
     def ping(self) -> bool:

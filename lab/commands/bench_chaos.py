@@ -30,6 +30,8 @@ ROWS = [
     ("matched players", "matched_players"), ("lost", "lost"), ("leftover (< one match)", "leftover"),
     ("flushed tickets not reading 404", "flushed_not_404"), ("tickets that read 404, then existed", "transient_404"),
     ("double-booked players (new matches and backfills)", "double_booked"),
+    ("twins posted / refused / after end / double live", None), ("twin 409s naming another field or ticket",
+                                                                "twin_wrong_answer"),
     ("backfills accepted / filled / players backfilled", None), ("backfills their tickets do not confirm",
                                                                  "backfill_mismatched"),
     ("inconsistent tickets / malformed matches", None), ("HTTP 5xx other than 503", "http_5xx_non_503"),
@@ -45,6 +47,8 @@ def markdown(r: dict) -> str:
         "accepted before / after FLUSHALL": f"{r['accepted_before_flush']} / {r['accepted_after_flush']}",
         "inconsistent tickets / malformed matches": f"{r['inconsistent_tickets']} / {r['malformed_matches']}",
         "ingest tickets/s (offered)": f"{r['ingest_rate']} ({r['rate_offered']:g})",
+        "twins posted / refused / after end / double live":
+            f"{r['twins']} / {r['twins_refused']} / {r['twins_after_end']} / {r['twin_double_live']}",
         "backfills accepted / filled / players backfilled":
             f"{r['backfills']} / {r['backfills_by_status'].get('filled', 0)} / {r['backfilled_players']}",
     }
@@ -73,14 +77,17 @@ def passed(r: dict) -> bool:
     """Every ticket accepted, nothing lost, nobody double-booked, every match consistent, no 5xx but 503, flushed tickets gone."""
     return (r["accepted"] > 0 and r["not_accepted"] == 0 and r["lost"] == 0 and r["double_booked"] == 0 and r["inconsistent_tickets"] == 0
             and r["malformed_matches"] == 0 and r["http_5xx_non_503"] == 0 and not r["flushed_not_404"]
-            and r["transient_404"] == 0 and r["backfill_mismatched"] == 0)
+            and r["transient_404"] == 0 and r["backfill_mismatched"] == 0
+            and r.get("twin_double_live", 0) == 0 and r.get("twin_wrong_answer", 0) == 0)
 
 
 @bench_app.command("chaos", help="Kill workers and Redis, FLUSHALL, while ingesting tickets over HTTP: lost, "
                                  "double-booked, 5xx, players matched per second, wait p50/p99.")
 def bench_chaos_cmd(
     tickets: Annotated[int, typer.Option(help="Tickets to ingest.")] = 2000,
-    pool: Annotated[str, typer.Option(help="Built-in pool (3v3, 12v12); players come from its preset world.")] = "3v3",
+    pool: Annotated[str, typer.Option(help="Pool: 3v3, 12v12 (built in), br-100, ffa-32 (large lobbies, "
+                                               "served from a config the run writes); players come from its "
+                                               "preset world.")] = "3v3",
     solvers: Annotated[int, typer.Option(help="Solver worker processes.")] = 2,
     kills: Annotated[int, typer.Option(help="SIGKILLs of a solver or the matchmaker (each restarted).")] = 3,
     rate: Annotated[float, typer.Option(help="Offered ingest rate (tickets/s); above what the solvers match, so "
@@ -89,6 +96,8 @@ def bench_chaos_cmd(
     concurrency: Annotated[int, typer.Option(help="HTTP requests in flight at most.")] = 32,
     backfills: Annotated[int, typer.Option(help="Backfills (running matches missing 1–2 players) posted over the "
                                                 "ingest, filled from the same queue.")] = 20,
+    twins: Annotated[int, typer.Option(help="Accepted tickets whose first player is at once queued in the other "
+                                            "built-in pool too (must be refused: one live ticket per player).")] = 50,
     redis_restart: Annotated[bool, typer.Option("--redis-restart/--no-redis-restart",
                                                 help="SIGKILL Redis once and start it again.")] = True,
     flush: Annotated[bool, typer.Option("--flush/--no-flush", help="FLUSHALL at 60% of the ingest.")] = True,
@@ -115,7 +124,7 @@ def bench_chaos_cmd(
     plan = ChaosPlan(tickets=tickets, pool=pool, solvers=solvers, kills=kills, rate=rate, seed=seed, concurrency=concurrency,
                      restart_redis=redis_restart, flush=flush, redis_down_s=redis_down_s, appendfsync=appendfsync,
                      cluster=cluster, failover=failover,
-                     min_idle_ms=min_idle_ms, backfills=backfills,
+                     min_idle_ms=min_idle_ms, backfills=backfills, twins=twins,
                      stall_s=stall_s, max_s=max_s, logs_to=logs)
     try:
         plan.validate()

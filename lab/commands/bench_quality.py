@@ -34,6 +34,9 @@ def quality_cmd(
     count: Annotated[int, typer.Option(help="Held-out instances.")] = 20,
     seed: Annotated[int, seed_option(help="Seed of the held-out instances (use one unlike the labels').")] = 1_000_003,
     exact_time_limit_s: Annotated[float, typer.Option("--exact-time-limit-s", help="Time limit of the reference exact solve.")] = 60.0,
+    reference_method: Annotated[str, typer.Option(help="Method of the reference solve, run for --exact-time-limit-s: "
+                                                       "exact, or a long search (e.g. lobby) where no exact solve "
+                                                       "answers; its answers are best known, not proven.")] = "exact",
     json_file: Annotated[Path | None, typer.Option("--json", help="Write the JSON results here.")] = None,
     out: Annotated[Path | None, typer.Option(help="Directory for quality-<preset>.md/.json and progress-<preset>.png.")] = None,
     progress_methods: Annotated[str, typer.Option(help="Methods in the progress plot (those also benchmarked); '' for none.")] = "scip,mgmatch",
@@ -51,6 +54,9 @@ def quality_cmd(
     from mgmatch.lab.bench_quality import budgets_markdown, run_budgets, run_quality, write_outputs
 
     get_preset(preset)
+    from mgmatch.solvers.base import method_info
+
+    method_info(reference_method, "reference_method")
     names = [m.strip() for m in methods.split(",") if m.strip()]
     if not names:
         fail("--methods: give at least one method")
@@ -108,12 +114,14 @@ def quality_cmd(
     log = (lambda m: sys.stderr.write(m + "\n")) if verbose else None
     if budgets is None:
         res = run_quality(preset, names, time_limit_ms, count, seed, exact_time_limit_s=exact_time_limit_s,
-                          factory=factory, progress_methods=plotted, ladder_ms=ladder, log=log, pool_size=sizes)
+                          factory=factory, progress_methods=plotted, ladder_ms=ladder, log=log, pool_size=sizes,
+                          reference_method=reference_method)
         write_outputs(res, out, json_file)
         sys.stdout.write(res.markdown())
         return
     results = run_budgets(preset, names, budget_list, count, seed, exact_time_limit_s=exact_time_limit_s,
-                          factory=factory, progress_methods=plotted, ladder_ms=ladder, log=log, pool_size=sizes)
+                          factory=factory, progress_methods=plotted, ladder_ms=ladder, log=log, pool_size=sizes,
+                          reference_method=reference_method)
     if json_file is not None:
         json_file.parent.mkdir(parents=True, exist_ok=True)
         json_file.write_text(json.dumps({"benchmark": "quality-budgets", "results": [r.to_json() for r in results]},

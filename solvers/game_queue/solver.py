@@ -11,7 +11,7 @@ from mgmatch.core.errors import InvalidInput
 from mgmatch.core.problem import Problem
 from mgmatch.core.solution import Solution
 
-from ..base import Budget, register
+from ..interface import Budget, register
 from .imbalance import MAX_K, Params, best_split_all, split_masks
 from .structure import GameQueue
 

@@ -77,7 +77,7 @@ def pipeline_policy(monkeypatch):
     (the small example pool would otherwise be enumerated without asking the predictor)."""
     import dataclasses
 
-    import mgmatch.solvers.mgmatch as mg
+    import mgmatch.solvers.mgmatch.solver as mg
     from mgmatch.solvers import policy
 
     def as_large_pool(problem, left_s, forced="auto"):
@@ -346,7 +346,7 @@ def test_start_up_prepares_each_pools_first_solve_on_a_warm_up_pool_of_its_game(
     (exact) are left alone, and a pool whose warm-up fails is logged, not fatal."""
     import mgmatch.solvers.mgmatch as mg
 
-    monkeypatch.setattr(mg, "_PREDICT_WARM", set())
+    history = mg.SolveHistory()  # the test's own: no predictor warmed by earlier tests
     model = SPEC_EXAMPLES / "engagement-small.json"
     cfg = {"pools": [{"name": "net", "teams": 2, "team_size": 3, "engagement_model": "3v3", "method": "mgmatch",
                       "rules": [{"kind": "party_together"}], "time_budget_ms": 100, "max_candidates": 12},
@@ -358,31 +358,32 @@ def test_start_up_prepares_each_pools_first_solve_on_a_warm_up_pool_of_its_game(
                                       "sha256": hashlib.sha256(model.read_bytes()).hexdigest()}]}}
     path = tmp_path / "service.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    rt = Runtime.build(Settings(config=path, store="memory"))
-    try:
-        calls = []
-        real = mg.MGMatchSolver.prepare
-        monkeypatch.setattr(mg.MGMatchSolver, "prepare", lambda self, problem, **kw: calls.append(1) or real(
-            self, problem, **kw))
-        rt.warm()
-        rt.settle()  # serve warms twice (start_embedded, then settle): the warm-up runs once
-        assert rt.prepared == [("net", "mgmatch"), ("grad", "surrogate")] and len(calls) == 2
-        assert rt.prepare_solvers() == [("net", "mgmatch"), ("grad", "surrogate")]
-        version = rt.predictors.get("3v3").version
-        assert version in mg._PREDICT_WARM  # the first real solve's call is a measurement
-        # a process without predictors still prepares its model-free pools
-        no_net = Runtime.build(Settings(config=path, store="memory"))
-        no_net.predictors = None
+    with mg.using(history):  # the runtime's solvers read and record there
+        rt = Runtime.build(Settings(config=path, store="memory"))
         try:
-            no_net.warm()
-            assert no_net.prepared == [("grad", "surrogate")]
+            calls = []
+            real = mg.MGMatchSolver.prepare
+            monkeypatch.setattr(mg.MGMatchSolver, "prepare", lambda self, problem, **kw: calls.append(1) or real(
+                self, problem, **kw))
+            rt.warm()
+            rt.settle()  # serve warms twice (start_embedded, then settle): the warm-up runs once
+            assert rt.prepared == [("net", "mgmatch"), ("grad", "surrogate")] and len(calls) == 2
+            assert rt.prepare_solvers() == [("net", "mgmatch"), ("grad", "surrogate")]
+            version = rt.predictors.get("3v3").version
+            assert version in history.predict_warm  # the first real solve's call is a measurement
+            # a process without predictors still prepares its model-free pools
+            no_net = Runtime.build(Settings(config=path, store="memory"))
+            no_net.predictors = None
+            try:
+                no_net.warm()
+                assert no_net.prepared == [("grad", "surrogate")]
+            finally:
+                no_net.stop()
+
+            def broken(self, problem, measure=True):
+                raise RuntimeError("no SCIP here")
+
+            monkeypatch.setattr(mg.MGMatchSolver, "prepare", broken)
+            assert rt.prepare_solvers() == []  # logged; the pools' first solves pay instead
         finally:
-            no_net.stop()
-
-        def broken(self, problem, measure=True):
-            raise RuntimeError("no SCIP here")
-
-        monkeypatch.setattr(mg.MGMatchSolver, "prepare", broken)
-        assert rt.prepare_solvers() == []  # logged; the pools' first solves pay instead
-    finally:
-        rt.stop()
+            rt.stop()

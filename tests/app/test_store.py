@@ -109,10 +109,11 @@ def test_idempotency_and_one_live_ticket_per_player(store):
     assert not created and again.id == first.id
     with pytest.raises(Conflict, match="'a'"):
         store.create(Ticket(new_ticket_id("p"), "p", [{"id": "a", "features": [1.0]}], now, now + 60))
-    # another pool is another queue
-    assert store.create(Ticket(new_ticket_id("q"), "q", [{"id": "a", "features": [1.0]}], now, now + 60))[1]
+    # one live ticket per player across pools too (issue 30)
+    with pytest.raises(Conflict, match=first.id):
+        store.create(Ticket(new_ticket_id("q"), "q", [{"id": "a", "features": [1.0]}], now, now + 60))
     store.cancel(first.id)
-    assert store.create(Ticket(new_ticket_id("p"), "p", [{"id": "a", "features": [1.0]}], now, now + 60))[1]
+    assert store.create(Ticket(new_ticket_id("q"), "q", [{"id": "a", "features": [1.0]}], now, now + 60))[1]
 
 
 @pytest.mark.redis
@@ -121,7 +122,9 @@ def test_redis_keys_of_a_pool_share_one_hash_tag(redis_url):
     s = RedisStore.from_url(url, prefix=prefix)
     ids = queued_tickets(s, 2, pool="12v12")
     keys = list(s.r.scan_iter(f"{prefix}:*"))
-    assert keys and all("{12v12}" in k for k in keys)
+    # every key of the pool carries its tag; the players' cross-pool locks each live in their own slot
+    assert keys and all("{12v12}" in k or k.endswith(":live") and ":{pl:" in k for k in keys)
+    assert sorted(k for k in keys if ":{pl:" in k) == sorted(s.keys.player_lock(f"u{i}") for i in range(2))
     assert s.r.ttl(s.keys.ticket("12v12", ids[0])) > 3600  # TTL + retention
     assert s.r.xlen(s.keys.events("12v12")) == 2
 

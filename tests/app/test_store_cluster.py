@@ -51,7 +51,7 @@ def test_keys_of_one_pool_live_on_one_master_and_pools_spread(cluster_url, redis
     s = RedisStore.from_url(url, prefix=prefix)
     pools = [f"pool{i}" for i in range(12)]
     for pool in pools:
-        s.create(_ticket("a", pool))
+        s.create(_ticket(f"a-{pool}", pool))  # one live ticket per player: a player of its own in each pool
         s.publish_job(pool, {"n": 1})
     for pool in pools:
         keys = [s.keys.queue(pool), s.keys.expiry(pool), s.keys.events(pool), s.keys.players(pool), s.keys.jobs(pool)]
@@ -344,11 +344,15 @@ def test_bench_cluster_puts_all_of_a_pools_scripts_on_its_one_master(cluster_url
     r = run_cluster_bench(ClusterBenchPlan(tickets=60, pools=1, batch=20, match_size=6, url=url))
     [pool] = r["pool_masters"]
     create, match = r["phases"]
-    for phase, expected in ((create, 60), (match, 2 * 10)):
-        assert phase["scripts"] == expected
+    for phase, expected in ((create, 2 * 60), (match, 2 * 10)):
+        assert phase["scripts"] == expected == sum(m["scripts"] for m in phase["masters"].values())
         for node, m in phase["masters"].items():
             mine = node == r["pool_masters"][pool]
-            assert m["scripts"] == (expected if mine else 0) and m["pools"] == ([pool] if mine else []), (node, m)
+            assert m["pools"] == ([pool] if mine else []), (node, m)
+            if phase is match:
+                assert m["scripts"] == (expected if mine else 0), (node, m)
+            else:  # the pool's 60 creates on its master; each player's lock on the player's own slot
+                assert m["scripts"] >= 60 if mine else m["scripts"] <= 60, (node, m)
     c = r["one_pool_ceiling"]
     assert c["usec_per_ticket"] == pytest.approx(c["create_usec"] + 2 * c["claim_or_commit_usec"] / 6, abs=0.01)
     assert "ceiling" in markdown(r)

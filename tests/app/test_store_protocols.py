@@ -18,6 +18,8 @@ CONCERNS = {
     "records": (protocols.RecordStore, mem.MemoryRecords, red.RedisRecords),
     "backfills": (protocols.BackfillStore, mem.MemoryBackfills, red.RedisBackfills),
     "stats": (protocols.StatsStore, mem.MemoryStats, red.RedisStats),
+    "ratings": (protocols.RatingStore, mem.MemoryRatings, red.RedisRatings),
+    "checks": (protocols.ReadyCheckStore, mem.MemoryChecks, red.RedisChecks),
     "jobs": (protocols.JobStore, None, red.RedisJobs),
     "inference": (protocols.InferenceStore, None, red.RedisInference),
     "leases": (protocols.LeaseStore, None, red.RedisLeases),

@@ -103,15 +103,23 @@ def test_offline_commands_without_torch_exit_2_naming_the_package(example_paths,
 
 
 @pytest.mark.service
-def test_lab_commands_without_the_lab_extra_exit_2_naming_it(tmp_path):
-    """The lab's benchmarks need httpx (the [lab] extra), which `pip install mgmatch` leaves out."""
-    msg = one_line_error(run_without(("httpx",), "bench", "chaos", "--tickets", "10", timeout=120))
-    assert msg.startswith("mgmatch: bench chaos needs httpx") and "pip install 'mgmatch[lab]'" in msg, msg
-    # matplotlib is in both extras: a lab command names the lab's, a training command the training's
+def test_a_training_command_without_matplotlib_names_the_train_extra(tmp_path):
     msg = one_line_error(run_without(("matplotlib",), "fit-engagement", "--preset", "3v3", "--matches", "60",
                                      "--players", "60", "--holdout", "20", "--epochs", "1", "--quiet",
                                      "--out", tmp_path / "e.json", "--plot", tmp_path / "p.png"))
     assert "needs matplotlib" in msg and "mgmatch[train]" in msg, msg
+
+
+def test_a_lab_command_names_the_lab_extra_for_what_it_holds():
+    """matplotlib is in both extras: a lab command names the lab's, a training command the training's."""
+    from mgmatch.app.cli import missing_package_message
+
+    err = ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib")
+    assert missing_package_message(err, "bench quality", lab=True).endswith("pip install 'mgmatch[lab]'")
+    assert missing_package_message(err, "fit-engagement").endswith("pip install 'mgmatch[train]'")
+    torch = ModuleNotFoundError("No module named 'torch'", name="torch")
+    assert missing_package_message(torch, "bench quality", lab=True).endswith("pip install 'mgmatch[train]'")
+    assert missing_package_message(ModuleNotFoundError("x", name="numpy"), "solve") is None
 
 
 @pytest.mark.service

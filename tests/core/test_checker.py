@@ -4,6 +4,7 @@ giving another assignment's verdict; benchmarks drop what solves left on a probl
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from mgmatch.core import checker as checker_mod
 from mgmatch.core.presets import generate_instances, resolve_model
@@ -70,3 +71,56 @@ def test_forget_solves_drops_what_solves_built_and_keeps_the_encoding():
     pr.forget_solves()
     assert not pr.extra and "_feasible_memo" not in chk.__dict__
     assert pr.embeddings is emb and pr.compiled is comp and pr.checker is chk
+
+
+def test_one_rule_visitor_dispatches_every_kind_and_fails_loudly():
+    """Every rule kind reaches its own visitor method; a kind a visitor does not handle, or an object that
+    is no rule, is an error naming it, never a silent skip."""
+    from mgmatch.core.rules import RULE_KINDS, RuleVisitor, parse_rule
+
+    examples = {
+        "linear": {"kind": "linear", "terms": [["a", 0, 1.0]], "sense": "<=", "rhs": 1},
+        "if": {"kind": "if", "when": ["a", 0], "then": {"terms": [["b", 0, 1.0]], "sense": "<=", "rhs": 0}},
+        "roles": {"kind": "roles", "slots": {"tank": 1}},
+        "role_min": {"kind": "role_min", "role": "tank", "min": 1},
+        "role_max": {"kind": "role_max", "role": "tank", "max": 1},
+        "skill_balance": {"kind": "skill_balance", "max_diff": 10},
+        "skill_spread": {"kind": "skill_spread", "max_spread": 10},
+        "party_together": {"kind": "party_together"},
+        "avoid": {"kind": "avoid", "players": ["a", "b"], "scope": "team"},
+        "max_ping": {"kind": "max_ping", "max_ms": 100},
+        "include": {"kind": "include", "players": ["a"]},
+    }
+    assert sorted(examples) == sorted(RULE_KINDS)
+
+    class Names(RuleVisitor[str]):
+        def other(self, rule, *args, **kwargs):
+            return f"other:{rule.kind}:{args}"
+
+    class Roles(RuleVisitor[str]):
+        def visit_roles(self, rule):
+            return "roles"
+
+    for kind, obj in examples.items():
+        rule = parse_rule(obj, "rules[0]")
+        assert Names().visit(rule, 7) == f"other:{kind}:(7,)"
+        if kind == "roles":
+            assert Roles().visit(rule) == "roles"
+        else:
+            with pytest.raises(NotImplementedError, match=f"Roles does not handle rule kind '{kind}'"):
+                Roles().visit(rule)
+    with pytest.raises(TypeError, match="not a rule kind: dict"):
+        Names().visit({"kind": "linear"})
+
+
+def test_the_checker_compiler_and_move_scorer_handle_every_rule_kind():
+    """The visitors that must give every kind its meaning (the checker's verdict and explanation, the
+    compiler's rows, the move scorer's rows) each have their own method for every kind."""
+    from mgmatch.core.checker import _Explains, _Holds
+    from mgmatch.core.compiler import _RuleRows as CompilerRows
+    from mgmatch.core.rules import RULE_KINDS, RuleVisitor
+    from mgmatch.solvers.moves import _RuleRows as ScorerRows
+
+    for visitor in (_Holds, _Explains, CompilerRows, ScorerRows):
+        missing = [k for k in RULE_KINDS if getattr(visitor, f"visit_{k}") is getattr(RuleVisitor, f"visit_{k}")]
+        assert missing == [], f"{visitor.__qualname__} has no method for {missing}"

@@ -108,3 +108,25 @@ def test_bad_models_name_the_field(example_paths, change, field):
         parse_engagement(obj, "eng.json")
     assert err.value.field == f"eng.json.{field}", str(err.value)
     assert "Value error" not in str(err.value)
+
+
+@pytest.mark.parametrize("preset", ["3v3", "12v12-deep"])
+def test_head_gradient_matches_finite_differences(preset):
+    """The head's backpropagation (one for the whole project) against central differences of the head
+    itself, on a model with one hidden layer and one with two."""
+    from mgmatch.core.engagement import head_gradient
+    from mgmatch.core.presets import load_model
+
+    model = load_model(preset)
+    rng = np.random.default_rng(7)
+    D = 2
+    t = rng.normal(size=D * model.embed_dim) * 3.0
+
+    def head(v):
+        return float(model.head(v))
+
+    g = head_gradient(model, t)
+    eps = 1e-6
+    fd = np.array([(head(t + eps * e) - head(t - eps * e)) / (2 * eps) for e in np.eye(t.size)])
+    assert g.shape == t.shape
+    np.testing.assert_allclose(g, fd, rtol=1e-4, atol=1e-6)

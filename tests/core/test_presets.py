@@ -33,11 +33,11 @@ def batches():
 
 
 def test_presets_and_models_are_named_alike():
-    assert set(PRESETS) == {"3v3", "12v12", "12v12-deep"}
+    assert set(PRESETS) == {"3v3", "12v12", "12v12-deep", "ffa-32", "br-100"}
     assert set(model_names()) == set(PRESETS)
 
 
-@pytest.mark.parametrize("name", ["3v3", "12v12", "12v12-deep"])
+@pytest.mark.parametrize("name", ["3v3", "12v12", "12v12-deep", "ffa-32", "br-100"])
 def test_generator_is_deterministic_by_seed(name):
     a = [i.to_json() for i in generate_instances(name, 4, 5)]
     b = [i.to_json() for i in generate_instances(name, 4, 5)]

@@ -11,8 +11,8 @@ tqdm), without the grpc extra. Checks, each reported on one line:
 
 - the wheel holds every module and every package-data file of the source tree;
 - every module of the installed package imports, except those listed below that need what the
-  role leaves out on purpose (torch in the service, grpcio in training, httpx of the lab's extra in
-  both): each of those must fail with ``ModuleNotFoundError`` for exactly that package;
+  role leaves out on purpose (torch in the service, grpcio in training): each of those must fail with
+  ``ModuleNotFoundError`` for exactly that package;
 - ``mgmatch solve --method M`` for every method ``mgmatch solve --help`` lists (the shipped
   predictors for mgmatch/bgcn) on a preset pool made by ``mgmatch generate``, each answer accepted
   by ``mgmatch check``;
@@ -20,7 +20,7 @@ tqdm), without the grpc extra. Checks, each reported on one line:
   with gRPC; train: in-memory): ``/v1/solve`` on the spec example (the spec's optimum, accepted by
   ``mgmatch check``), six tickets matched into one 3v3 match, another ticket cancelled, and no
   traceback in its log;
-- service: a training command and a lab command exit 2 with one line naming the extra to install;
+- service: a training command exits 2 with one line naming the extra to install;
 - train: without the grpc extra, ``serve --grpc-port`` ends with exit 2 and one line; then the
   training path end to end on a small scale: ``fit-engagement`` (a simulated log, with its plot),
   ``label`` (exact optima), ``train`` (a tiny predictor, exported to ONNX and checked against torch
@@ -70,16 +70,10 @@ GRPC_MODULES = {
     "mgmatch.app.grpc_server",
     "mgmatch.app.rpc.matchmaker_pb2_grpc",
 }
-#: lab modules that import httpx (the lab extra) at module level
-LAB_MODULES = {
-    "mgmatch.lab.backfill_bench",
-    "mgmatch.lab.chaos",
-}
-#: per environment: module → the top-level package whose absence it must report (the lab's httpx only
-#: where no other dependency brought it in)
+#: per environment: module → the top-level package whose absence it must report
 EXPECTED_MISSING = {
-    "service": dict.fromkeys(TORCH_MODULES, "torch") | dict.fromkeys(LAB_MODULES, "httpx"),
-    "train": dict.fromkeys(GRPC_MODULES, "grpc") | dict.fromkeys(LAB_MODULES, "httpx"),
+    "service": dict.fromkeys(TORCH_MODULES, "torch"),
+    "train": dict.fromkeys(GRPC_MODULES, "grpc"),
 }
 #: packages a role must not have at all (the others may come in through a dependency)
 ABSENT = {"service": ("torch",), "train": ("grpc",)}
@@ -583,9 +577,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.env == "service":
             checks.run("a training command names [train]", lambda: check_extra_named(
                 work, ["fit-engagement", "--preset", "3v3", "--out", str(work / "e.json")], "train", "torch"))
-            if importlib.util.find_spec("httpx") is None:
-                checks.run("a lab command names [lab]", lambda: check_extra_named(
-                    work, ["bench", "chaos", "--tickets", "10"], "lab", "httpx"))
         if args.env == "train":
             checks.run("serve --grpc-port without the grpc extra: exit 2, one line", lambda: check_grpc_needs_extra(work))
             fit, label, train_export, solve_with_it = check_training(work)

@@ -15,8 +15,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 from chaos_helpers import REDIS_SERVER, describe  # noqa: E402
 
 from mgmatch.core.presets import load_model  # noqa: E402
-from mgmatch.lab.chaos import ChaosPlan, backfill_schedule, make_backfills, make_tickets, run_chaos, schedule  # noqa: E402
-from mgmatch.lab.chaos_checks import check_backfills, check_matches  # noqa: E402
+from mgmatch.lab.chaos import (  # noqa: E402
+    ChaosPlan,
+    backfill_schedule,
+    make_backfills,
+    make_tickets,
+    run_chaos,
+    schedule,
+    twin_plan,
+)
+from mgmatch.lab.chaos_checks import check_backfills, check_matches, check_twins  # noqa: E402
 
 
 def _view(tid: str, players: list[str], mid: str, teams: list[list[str]], team: int) -> dict:
@@ -156,6 +164,29 @@ def test_the_load_client_reopens_a_keep_alive_connection_the_server_closed_while
         thread.join(10)
 
 
+def test_twin_check_counts_a_second_live_ticket_and_a_409_that_names_nothing():
+    ok = {"field": "players[0].id", "message": "players[0].id: player 'c0' already holds live ticket 3v3.a"}
+    out = check_twins([
+        {"player": "c0", "first": "3v3.a", "code": 409, "error": ok, "first_status": "queued"},
+        {"player": "c1", "first": "3v3.b", "code": 201, "error": None, "first_status": "matched"},
+        {"player": "c2", "first": "3v3.c", "code": 201, "error": None, "first_status": "proposed"},
+        {"player": "c3", "first": "3v3.d", "code": 409, "error": {"field": "players", "message": "x"},
+         "first_status": "queued"},
+    ])
+    assert (out.posted, out.refused, out.after_end) == (4, 1, 1)
+    assert out.double_live == ["c2"] and out.wrong_answer == ["c3"] and not out.ok
+
+
+def test_twins_are_spread_over_the_ingest_and_fit_the_other_pool():
+    plan = ChaosPlan(tickets=100, pool="3v3", twins=10, seed=3)
+    twins = twin_plan(plan)
+    assert sorted(twins) == list(range(0, 100, 10)) and twin_plan(plan) == twins
+    dim = load_model("12v12").feature_dim
+    assert all(b["pool"] == "12v12" and len(b["players"]) == 1 and len(b["players"][0]["features"]) == dim
+               for b in twins.values())
+    assert twin_plan(ChaosPlan(tickets=12, twins=50)).keys() == set(range(12))
+
+
 def test_chaos_plan_names_a_bad_failover_mode():
     from mgmatch.core.errors import InvalidInput
 
@@ -200,6 +231,9 @@ def test_kills_redis_restart_and_flushall_lose_nothing_redis_kept_and_book_nobod
     # backfills took players from the same queue, and every filled one is confirmed by its tickets
     assert r["backfills"] == plan.backfills and r["backfills_by_status"].get("filled", 0) > 0, why
     assert r["backfill_double_booked"] == 0 and r["backfill_mismatched"] == 0, why
+    # a player queued in the other pool while their ticket is live is refused, naming the ticket
+    assert r["twins"] == plan.twins and r["twins_refused"] > 0, why
+    assert r["twin_double_live"] == 0 and r["twin_wrong_answer"] == 0, why
 
 
 @pytest.mark.slow
@@ -226,6 +260,8 @@ def test_on_a_cluster_a_master_failover_and_kills_lose_nothing_and_book_nobody_t
     assert r["lost"] == 0 and r["transient_404"] == 0 and r["flushed_not_404"] == 0, why
     assert r["matched"] + r["leftover"] == r["accepted"] and r["leftover"] <= 10, why
     assert r["double_booked"] == 0 and r["inconsistent_tickets"] == 0 and r["malformed_matches"] == 0, why
+    assert r["twins"] == plan.twins and r["twins_refused"] > 0 and r["twin_double_live"] == 0, why
+    assert r["twin_wrong_answer"] == 0, why
     assert all(p["tracebacks"] == 0 for p in r["processes"].values()), why
     assert r["processes"]["api"]["error_lines"] == 0, why  # e.g. no unclosed asyncio cluster clients
 

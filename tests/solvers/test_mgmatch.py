@@ -417,11 +417,10 @@ def test_a_network_gated_out_by_its_measurement_never_runs_and_the_gradient_stan
     assert kept.calls == 1 and sol.stats["predictor_used"] == "fixed" and "predictor_gate" not in sol.stats
 
 
-def test_a_searched_engagement_mip_is_freed_inside_the_budget_and_its_free_measured(monkeypatch, small3v3):
+def test_a_searched_engagement_mip_is_freed_inside_the_budget_and_its_free_measured(monkeypatch, small3v3, history):
     """The engagement MIP that SCIP's search ran on is freed before the answer (its time measured and
     kept back from the next search), not by the garbage collector after the answer was built: on
     12v12-deep at 100 ms that came 3–6.5 ms after the answer."""
-    import mgmatch.solvers.mgmatch as mg
     from mgmatch.solvers.mip import ENGAGEMENT_FREES, BuildClock
 
     pr, t_opt, obj_opt = small3v3[0]
@@ -434,23 +433,23 @@ def test_a_searched_engagement_mip_is_freed_inside_the_budget_and_its_free_measu
         freed.append(self)
 
     monkeypatch.setattr(MipModel, "dispose", dispose)
-    monkeypatch.setattr(mg, "ENGAGEMENT_FREES", BuildClock())
+    history.engagement_frees = BuildClock()
     sol = MGMatchSolver(FixedPredictor(stuck_local_optimum(pr, obj_opt)), policy="pipeline",
                         selection=False).solve(pr, Budget.of(3000))
     assert sol.stats["search_solves"] >= 1 and feasible(pr, sol)
     assert len(freed) == 1 and freed[0].model is None and freed[0].x is None
-    assert mg.ENGAGEMENT_FREES.rates(BuildClock.size(pr.compiled))  # measured
-    assert ENGAGEMENT_FREES is not mg.ENGAGEMENT_FREES
+    assert history.engagement_frees.rates(BuildClock.size(pr.compiled))  # measured
+    assert ENGAGEMENT_FREES is not history.engagement_frees
 
 
-def test_the_measured_teardown_is_kept_back_from_the_budget_and_counted_in_time_ms(monkeypatch, small3v3):
-    import mgmatch.solvers.mgmatch as mg
+def test_the_measured_teardown_is_kept_back_from_the_budget_and_counted_in_time_ms(monkeypatch, small3v3, history):
+    import mgmatch.solvers.mgmatch.solver as mg
     from mgmatch.solvers.mip import BuildClock
 
     pr, t_opt, _ = small3v3[0]
     size = BuildClock.size(pr.compiled)
     clock = BuildClock()
-    monkeypatch.setattr(mg, "TEARDOWN", clock)
+    history.teardown = clock
     seen = []
     solver = MGMatchSolver(FixedPredictor(t_opt), policy="pipeline")
     inner = solver._solve
@@ -476,15 +475,15 @@ def test_the_measured_teardown_is_kept_back_from_the_budget_and_counted_in_time_
     assert seen[-1].time_limit_ms == pytest.approx(50 * (1 - mg.TEARDOWN_MAX_SHARE))
 
 
-def test_the_search_stops_as_early_as_scip_recently_overran_its_limit(monkeypatch, small3v3):
+def test_the_search_stops_as_early_as_scip_recently_overran_its_limit(monkeypatch, small3v3, history):
     """SCIP checks its clock between LP solves; where those are long (a 12v12-deep engagement MIP),
     it stopped 5–7 ms past its limit and the answer came late. The search's margin is the largest
     recent overrun on pools of this size (at least SCIP_MARGIN_S), and each search reports its own."""
-    import mgmatch.solvers.mgmatch as mg
+    import mgmatch.solvers.mgmatch.pipeline as mg
 
     pr, t_opt, obj_opt = small3v3[0]
     bucket = pr.instance.n // 16
-    monkeypatch.setattr(mg, "_SEARCH_OVERSHOOT", {bucket: [0.001, 0.009]})
+    history.search_overshoot = {bucket: [0.001, 0.009]}
     margins = []
     inner = mg.true_search
 
@@ -498,8 +497,8 @@ def test_the_search_stops_as_early_as_scip_recently_overran_its_limit(monkeypatc
     solver = MGMatchSolver(FixedPredictor(stuck_local_optimum(pr, obj_opt)), policy="pipeline", selection=False)
     sol = solver.solve(pr, Budget.of(3000))
     assert margins == [0.009] and feasible(pr, sol)
-    assert mg._SEARCH_OVERSHOOT[bucket] == [0.001, 0.009, 0.003]
-    monkeypatch.setattr(mg, "_SEARCH_OVERSHOOT", {})
+    assert history.search_overshoot[bucket] == [0.001, 0.009, 0.003]
+    history.search_overshoot = {}
     solver.solve(pr, Budget.of(3000))
     assert margins[-1] == mg.SCIP_MARGIN_S  # nothing measured: the fixed margin
 

@@ -18,10 +18,11 @@ from mgmatch.core.presets import generate_instances, resolve_model
 from mgmatch.core.problem import Problem
 from mgmatch.core.solution import team_of_from_teams
 from mgmatch.solvers import exact as exact_mod
-from mgmatch.solvers import mgmatch as mg
 from mgmatch.solvers import policy
 from mgmatch.solvers.base import Budget, get_solver
 from mgmatch.solvers.exact import ScipSolver
+from mgmatch.solvers.mgmatch import history as hist
+from mgmatch.solvers.mgmatch import solver as mg
 from mgmatch.solvers.mip import BuildClock, BuildInterrupted, MipModel
 from mgmatch.solvers.surrogate import GradientPredictor
 
@@ -29,19 +30,19 @@ SEED = 3
 
 
 @pytest.fixture(autouse=True)
-def fresh_build_clocks(monkeypatch):
-    """Each test measures its own build times (the clocks are process-wide)."""
+def fresh_build_clocks(monkeypatch, history):
+    """Each test measures its own build times (the clocks are process-wide; the history, conftest's, is the test's)."""
     eng, sur = BuildClock(), BuildClock()
     monkeypatch.setattr(exact_mod, "ENGAGEMENT_BUILDS", eng)
-    monkeypatch.setattr(mg, "ENGAGEMENT_BUILDS", eng)
-    monkeypatch.setattr(mg, "SURROGATE_BUILDS", sur)
-    monkeypatch.setattr(mg, "POLISH_ROUNDS", BuildClock())
-    monkeypatch.setattr(mg, "_PREDICT_TIMES", {})
-    monkeypatch.setattr(mg, "_PREDICT_SKIPS", {})
-    monkeypatch.setattr(mg, "_PREDICT_WARM", set())
-    monkeypatch.setattr(mg, "_SURROGATE_TIMES", {})
-    monkeypatch.setattr(mg, "_STAGE_MISSES", {})
-    monkeypatch.setattr(mg, "_STAGE_WARM", _AllWarm())
+    history.engagement_builds = eng
+    history.surrogate_builds = sur
+    history.polish_rounds = BuildClock()
+    history.predict_times = {}
+    history.predict_skips = {}
+    history.predict_warm = set()
+    history.surrogate_times = {}
+    history.stage_misses = {}
+    history.stage_warm = _AllWarm()
     return eng, sur
 
 
@@ -252,13 +253,13 @@ def test_slow_predictor_gives_way_to_the_gradient():
     # the last measurement is never forgotten: a predictor too slow for this budget is not run
     # again at it (each such run lost the time of the surrogate MIP)
     slow.sleep_s = 0.0
-    for _ in range(3 * mg.PREDICT_FORGET_EVERY):
+    for _ in range(3 * hist.PREDICT_FORGET_EVERY):
         assert solver.solve(pr, Budget.of(200)).stats["predictor_used"] == GradientPredictor.version
     assert slow.calls == 2
     # measured fast at a larger budget, it runs at this one again; the older slow time is forgotten
     # after PREDICT_FORGET_EVERY skips
     assert solver.solve(pr, Budget.of(2_000)).stats["predictor_used"] == "fixed" and slow.calls == 3
-    used = [solver.solve(pr, Budget.of(200)).stats["predictor_used"] for _ in range(2 * mg.PREDICT_FORGET_EVERY)]
+    used = [solver.solve(pr, Budget.of(200)).stats["predictor_used"] for _ in range(2 * hist.PREDICT_FORGET_EVERY)]
     assert used[0] == GradientPredictor.version  # [60 ms, 0 ms]: the upper quartile is still 60 ms
     assert used[-1] == "fixed"
 
@@ -303,33 +304,33 @@ def test_a_gates_budgets_are_scaled_by_the_two_machines_tabu_paces():
     assert policy.gate_verdict(gate, None, 200e-6) == "network"  # unlimited: the largest measured
 
 
-def test_the_solver_reads_its_gate_at_the_budget_scaled_by_its_measured_pace(monkeypatch):
+def test_the_solver_reads_its_gate_at_the_budget_scaled_by_its_measured_pace(monkeypatch, history):
     """MGMatch scales its budget by its process's tabu pace on the model before reading the gate:
     the same 200 ms solve reads `gradient` unscaled and `network` where its pace is 2.5 times the
     gate machine's."""
-    monkeypatch.setattr(mg, "_PREDICT_TIMES", {})
-    monkeypatch.setattr(mg, "_PREDICT_WARM", set())
+    history.predict_times = {}
+    history.predict_warm = set()
     pr, = problems("12v12", 1)
     pred = FixedPredictor(optimum(pr))
     pred.gate = {"use": "network", "pace_us": 500.0,
                  "by_budget_ms": {"200": {"use": "gradient"}, "500": {"use": "network"}}}
     solver = mg.MGMatchSolver(pred, policy="pipeline")
-    monkeypatch.setattr(mg, "_TABU_PACE", {})
+    history.tabu_pace = {}
     sol = solver.solve(pr, Budget.of(200))
     assert sol.stats["predictor_gate"] == "gradient" and pred.calls == 0 and sol.has_assignment
     assert sol.stats["gate_budget_ms"] == pytest.approx(200.0, abs=1.0)  # the budget less the teardown kept back
-    monkeypatch.setattr(mg, "_TABU_PACE", {mg._model_key(pr): [200e-6]})
-    assert mg.tabu_pace_s(pr) == pytest.approx(200e-6)
+    history.tabu_pace = {hist.model_key(pr): [200e-6]}
+    assert history.tabu_pace_s(pr) == pytest.approx(200e-6)
     sol = solver.solve(pr, Budget.of(200))
     assert sol.stats["predictor_gate"] == "network" and pred.calls == 1 and sol.has_assignment
     assert sol.stats["gate_budget_ms"] == pytest.approx(500.0, abs=2.5)
 
 
-def test_a_network_gated_in_at_a_budget_runs_where_the_unmeasured_rule_would_skip_it(monkeypatch):
+def test_a_network_gated_in_at_a_budget_runs_where_the_unmeasured_rule_would_skip_it(monkeypatch, history):
     """A 60 ms predictor does not fit 20% of 200 ms, but a gate that measured it ahead at 200 ms lets
     it run when it fits half the time left; at a budget the gate measured it behind, it never runs."""
-    monkeypatch.setattr(mg, "_PREDICT_TIMES", {})  # no earlier test's times of the "fixed" predictor
-    monkeypatch.setattr(mg, "_PREDICT_WARM", set())
+    history.predict_times = {}  # no earlier test's times of the "fixed" predictor
+    history.predict_warm = set()
     pr, = problems("12v12", 1)
     slow = FixedPredictor(optimum(pr), sleep_s=0.06)
     slow.gate = {"use": "network", "by_budget_ms": {"200": {"use": "network"}, "2000": {"use": "gradient"}}}
@@ -351,7 +352,7 @@ def test_a_network_gated_in_at_a_budget_runs_where_the_unmeasured_rule_would_ski
     assert slow.calls == 3
 
 
-def test_the_predictor_must_fit_the_time_the_surrogate_stage_leaves():
+def test_the_predictor_must_fit_the_time_the_surrogate_stage_leaves(history):
     """On the pipeline path the network competes with the search for what the surrogate stage
     (measured per engagement model) leaves: 40 ms fits 20% of 300 ms, not of 300 − 150 ms."""
     pr, = problems("12v12", 1)
@@ -359,14 +360,14 @@ def test_the_predictor_must_fit_the_time_the_surrogate_stage_leaves():
     solver = mg.MGMatchSolver(pred, policy="pipeline")
     for _ in range(2):  # the first call is cold, the second measured (40 ms)
         solver.solve(pr, Budget.of(2_000))
-    assert mg._SURROGATE_TIMES[mg._stage_key(pr, Budget.of(2_000), solver.name)]  # the surrogate stages were measured
+    assert history.surrogate_times[hist.stage_key(pr, Budget.of(2_000), solver.name)]  # the surrogate stages were measured
     # kept per method: another method's solves of this model and budget neither read nor wear them
-    assert mg._stage_key(pr, Budget.of(2_000), "surrogate") not in mg._SURROGATE_TIMES
-    key = mg._stage_key(pr, Budget.of(300), solver.name)
-    assert key not in mg._SURROGATE_TIMES  # kept per budget: 2 s stages say nothing of 300 ms ones
-    mg._SURROGATE_TIMES[key] = [0.001]
+    assert hist.stage_key(pr, Budget.of(2_000), "surrogate") not in history.surrogate_times
+    key = hist.stage_key(pr, Budget.of(300), solver.name)
+    assert key not in history.surrogate_times  # kept per budget: 2 s stages say nothing of 300 ms ones
+    history.surrogate_times[key] = [0.001]
     assert solver.solve(pr, Budget.of(300)).stats["predictor_used"] == "fixed"
-    mg._SURROGATE_TIMES[key] = [0.15]
+    history.surrogate_times[key] = [0.15]
     sol = solver.solve(pr, Budget.of(300))
     assert sol.stats["predictor_used"] == GradientPredictor.version and sol.has_assignment
     # another engagement model has no surrogate history: the whole time left counts
@@ -506,7 +507,7 @@ def test_a_skipped_stage_forgets_its_largest_rate_every_few_skips():
     assert clock.rates(1_000) == [7.0 / 1_000]
 
 
-def test_polishing_and_tabu_locked_out_by_slow_moments_come_back(monkeypatch):
+def test_polishing_and_tabu_locked_out_by_slow_moments_come_back(monkeypatch, history):
     """Rates inflated by slow moments (here planted: 1 s per unit) keep polishing and tabu search
     from starting; since a stage that does not run is not measured, the skips themselves must
     wear the estimate down, or every later solve would answer right after the surrogate stage."""
@@ -518,9 +519,9 @@ def test_polishing_and_tabu_locked_out_by_slow_moments_come_back(monkeypatch):
         for k in range(30):  # every size class
             slow_polish.record(2.0 ** k, 2 ** k)
             slow_tabu.record(2.0 ** k, 2 ** k)
-    monkeypatch.setattr(mg, "POLISH_ROUNDS", slow_polish)
+    history.polish_rounds = slow_polish
     monkeypatch.setattr(tabu_mod, "TABU_ROUNDS", slow_tabu)
-    monkeypatch.setattr(mg, "_SEARCH_HITS", {})
+    history.search_hits = {}
     solver = mg.MGMatchSolver(GradientPredictor(), policy="pipeline")
     ran = []
     for _ in range(40):
@@ -531,11 +532,11 @@ def test_polishing_and_tabu_locked_out_by_slow_moments_come_back(monkeypatch):
     assert all(ran[-5:])  # then measured again, and running
 
 
-def test_no_polish_round_is_started_that_the_measured_pace_says_cannot_finish(monkeypatch):
+def test_no_polish_round_is_started_that_the_measured_pace_says_cannot_finish(monkeypatch, history):
     pr, = problems("12v12", 1)
     slow = BuildClock()
     slow.record(10.0, pr.instance.n ** 2)  # a round took 10 s
-    monkeypatch.setattr(mg, "POLISH_ROUNDS", slow)
+    history.polish_rounds = slow
     sol = mg.MGMatchSolver(GradientPredictor(), policy="pipeline").solve(pr, Budget.of(400))
     assert sol.stats["polish_starts"] == 0 and sol.stats["polish_moves"] == 0
     assert sol.has_assignment  # the surrogate's answer, unpolished
@@ -577,7 +578,7 @@ def test_the_enumeration_rate_is_measured(monkeypatch):
 
 
 def test_prepare_warms_the_predictor_and_scip_outside_the_budget_and_leaves_the_problem_as_it_was(monkeypatch,
-                                                                                                  fresh_build_clocks):
+                                                                                                  fresh_build_clocks, history):
     """`mgmatch solve` is a one-shot process: ``prepare`` makes the predictor's cold calls (not
     recorded: the solve's own call is the first measurement), builds a surrogate MIP whose SCIP
     instance the solve's build then reuses, records a warm build and tabu pace (so the first solve
@@ -591,29 +592,29 @@ def test_prepare_warms_the_predictor_and_scip_outside_the_budget_and_leaves_the_
     fixed = FixedPredictor(optimum(pr))
     solver = mg.MGMatchSolver(fixed, policy="pipeline")
     monkeypatch.setattr(mip_mod, "_IDLE", type(mip_mod._IDLE)())  # this thread holds no idle instance
-    monkeypatch.setattr(mg, "_TABU_PACE", {})
+    history.tabu_pace = {}
     reads, rounds = BuildClock(), BuildClock()
     for mod in (mip_mod, mg):
         monkeypatch.setattr(mod, "SCIP_READS", reads)
     for mod in (tabu_mod, mg):
         monkeypatch.setattr(mod, "TABU_ROUNDS", rounds)
     solver.prepare(pr, measure=False)
-    assert not surrogate_builds.by_class and not reads.by_class and not rounds.by_class and not mg._TABU_PACE
-    monkeypatch.setattr(mg, "_PREDICT_WARM", set())
+    assert not surrogate_builds.by_class and not reads.by_class and not rounds.by_class and not history.tabu_pace
+    history.predict_warm = set()
     fixed.calls = 0
     before = (set(pr.__dict__), {k: len(v) if isinstance(v, dict) else v for k, v in pr.checker.__dict__.items()})
     solver.prepare(pr)
-    assert fixed.calls == mg.PREPARE_PREDICTS and "fixed" in mg._PREDICT_WARM
-    assert "fixed" not in mg._PREDICT_TIMES  # cold calls are no measurement
+    assert fixed.calls == mg.PREPARE_PREDICTS and "fixed" in history.predict_warm
+    assert "fixed" not in history.predict_times  # cold calls are no measurement
     after = (set(pr.__dict__), {k: len(v) if isinstance(v, dict) else v for k, v in pr.checker.__dict__.items()})
     assert pr.extra == {} and after == before
     # measured: one warm build, the warm walk's pace and iterations, one SCIP read (the cold pass's put back)
     assert [len(v) for v in surrogate_builds.by_class.values()] == [1]
-    assert len(mg._TABU_PACE[mg._model_key(pr)]) == 1 and rounds.by_class
+    assert len(history.tabu_pace[hist.model_key(pr)]) == 1 and rounds.by_class
     assert [len(v) for v in reads.by_class.values()] == [1]
     assert sum(len(v) for v in mip_mod._IDLE.models.values()) == 1  # its SCIP instance, idle for the solve
     sol = solver.solve(pr, Budget.of(5_000))
-    assert fixed.calls == mg.PREPARE_PREDICTS + 1 and len(mg._PREDICT_TIMES["fixed"]) == 1
+    assert fixed.calls == mg.PREPARE_PREDICTS + 1 and len(history.predict_times["fixed"]) == 1
     assert sol.has_assignment
     solver.prepare(pr)  # a warm predictor is not called again
     assert fixed.calls == mg.PREPARE_PREDICTS + 1

@@ -35,7 +35,7 @@ def test_declarations_match_what_each_factory_takes():
         if info.needs_predictor:
             assert "predictor" in takes, name
     assert {n for n in names if method_info(n).needs_predictor} == {"mgmatch", "bgcn"}
-    assert {n for n in names if method_info(n).seeded} == {"random", "optmatch", "eomm", "local-search"}
+    assert {n for n in names if method_info(n).seeded} == {"random", "optmatch", "eomm", "local-search", "lobby"}
 
 
 def test_factory_refuses_a_predictor_method_without_its_predictor():

@@ -162,8 +162,9 @@ def test_start_from_scores_takes_the_top_players_and_whole_parties():
     assert t is None or (t >= 0).sum() == sum(pr.instance.sizes)
 
 
-def test_mgmatch_starts_the_selection_search_from_the_prediction_or_the_surrogate(monkeypatch):
-    import mgmatch.solvers.mgmatch as mg
+def test_mgmatch_starts_the_selection_search_from_the_prediction_or_the_surrogate(monkeypatch, history):
+    import mgmatch.solvers.mgmatch.pipeline as mg
+    import mgmatch.solvers.mgmatch.prediction as prediction_mod
 
     tested = 0
     for pr in problems("3v3", 3, seed=21):
@@ -178,7 +179,7 @@ def test_mgmatch_starts_the_selection_search_from_the_prediction_or_the_surrogat
             m.setattr(mg, "start_from_scores", lambda problem, score, *a, **k: None)
             sol = MGMatchSolver(FixedPredictor(t_opt), policy="pipeline").solve(pr, Budget.of(300))
             assert sol.stats["selection_start"] == "rounding"  # the rounded prediction is feasible
-            m.setattr(mg, "round_prediction", lambda p, sizes, units=None: np.full(p.shape[0], -1))
+            m.setattr(prediction_mod, "round_prediction", lambda p, sizes, units=None: np.full(p.shape[0], -1))
             sol = MGMatchSolver(FixedPredictor(t_opt), policy="pipeline").solve(pr, Budget.of(300))
             assert sol.stats["selection_start"] == "surrogate" and sol.stats["surrogate_status"]
             assert sol.stats["selection_iterations"] > 0 and feasible_team(pr, sol)
@@ -229,11 +230,11 @@ def test_enumeration_hands_over_to_the_selection_search_once_it_has_an_answer():
     assert "selection_start" not in sol.stats and feasible_team(pr, sol)
 
 
-def test_an_enumeration_with_nothing_feasible_at_the_handover_leaves_the_time_to_the_pipeline(monkeypatch):
+def test_an_enumeration_with_nothing_feasible_at_the_handover_leaves_the_time_to_the_pipeline(monkeypatch, history):
     """A partial enumeration that has found nothing by its handover stops there (``empty_handover``),
     and the pipeline finds the answer: pools whose few feasible assignments come late in the
     enumeration order went unanswered at 10–20 ms (3v3: 5 of 100 pools at 10 ms, 3 at 20 ms)."""
-    import mgmatch.solvers.mgmatch as mg
+    import mgmatch.solvers.mgmatch.solver as mg
     from mgmatch.solvers.enumerate import best_assignment
 
     pr, = problems("3v3", 1, seed=21)

@@ -12,6 +12,7 @@ from mgmatch.core.problem import Problem
 from mgmatch.core.solution import team_of_from_teams
 from mgmatch.solvers.base import Budget, get_solver
 from mgmatch.solvers.mgmatch import MGMatchSolver
+from mgmatch.solvers.mgmatch import local as local_mod
 from mgmatch.solvers.polish import polish
 from mgmatch.solvers.tabu import tabu_search
 
@@ -196,52 +197,53 @@ def test_tabu_on_unsatisfiable_rules_answers_nothing():
     assert res.team_of is None and res.objective is None and not res.improved
 
 
-def test_tabu_runs_before_the_search_when_scip_search_has_not_been_paying(monkeypatch):
-    import mgmatch.solvers.mgmatch as mg
+def test_tabu_runs_before_the_search_when_scip_search_has_not_been_paying(monkeypatch, history):
+    from mgmatch.solvers.mgmatch import history as hist
 
     pr = problems("12v12", 1, seed=4)[0]
     budget_ms = 3000.0  # generous: the runtime estimate alone would never pick tabu here
-    key = mg._search_key(pr, Budget.of(budget_ms), "mgmatch")
-    monkeypatch.setattr(mg, "_SEARCH_HITS", {})
-    monkeypatch.setattr(mg, "_SEARCH_BUILDS", {})
+    key = hist.search_key(pr, Budget.of(budget_ms), "mgmatch")
+    history.search_hits = {}
+    history.search_builds = {}
     plain = MGMatchSolver(FixedPredictor(random_start(pr, 0)), policy="pipeline")
     sol = plain.solve(pr, Budget.of(budget_ms))
     assert "tabu_iterations" not in sol.stats and sol.has_assignment
-    assert mg._SEARCH_HITS[key]  # the search's outcome was recorded for this model and budget
+    assert history.search_hits[key]  # the search's outcome was recorded for this model and budget
     # ... for this method only: another method on the same model keeps its own record
-    assert mg._search_key(pr, Budget.of(budget_ms), "surrogate") not in mg._SEARCH_HITS
+    assert hist.search_key(pr, Budget.of(budget_ms), "surrogate") not in history.search_hits
     # SCIP's search found nothing better in the last solves of this model at this budget: tabu
     # search takes the time, and one solve in SEARCH_PROBE_EVERY still searches after it
-    mg._SEARCH_HITS[mg._search_key(pr, Budget.of(300), "mgmatch")] = [False] * mg.SEARCH_MIN_SEEN
-    monkeypatch.setattr(mg, "_SEARCH_SKIPS", {})
+    history.search_hits[hist.search_key(pr, Budget.of(300), "mgmatch")] = [False] * hist.SEARCH_MIN_SEEN
+    history.search_skips = {}
     searched = []
-    for _ in range(mg.SEARCH_PROBE_EVERY):
+    for _ in range(hist.SEARCH_PROBE_EVERY):
         sol = MGMatchSolver(FixedPredictor(random_start(pr, 0)), policy="pipeline").solve(pr, Budget.of(300))
         assert sol.stats["tabu_iterations"] > 0
         assert pr.checker.feasible(team_of_from_teams(pr.instance, sol.teams)[None])[0]
         searched.append("search_ms" in sol.stats)
-    assert searched == [False] * (mg.SEARCH_PROBE_EVERY - 1) + [True]
+    assert searched == [False] * (hist.SEARCH_PROBE_EVERY - 1) + [True]
 
 
-def test_probes_of_a_search_that_does_not_pay_grow_rarer_and_reset_when_one_pays(monkeypatch):
-    import mgmatch.solvers.mgmatch as mg
+def test_probes_of_a_search_that_does_not_pay_grow_rarer_and_reset_when_one_pays(monkeypatch, history):
+    import mgmatch.solvers.mgmatch.pipeline as mg
     import mgmatch.solvers.mip as mip_mod
     import mgmatch.solvers.tabu as tabu_mod
+    from mgmatch.solvers.mgmatch import history as hist
     from mgmatch.solvers.mip import BuildClock
     from mgmatch.solvers.pas import SearchResult
 
     pr = problems("12v12", 1, seed=4)[0]
     start = random_start(pr, 0)
-    key = mg._search_key(pr, Budget.of(150), "mgmatch")
+    key = hist.search_key(pr, Budget.of(150), "mgmatch")
     # the probe count advances once per solve that reaches the search stage: no pace measured by
     # earlier tests may send a solve down another path (a skipped surrogate build, no polish)
-    for mod, name in ((mg, "SURROGATE_BUILDS"), (mg, "POLISH_ROUNDS"), (tabu_mod, "TABU_ROUNDS"),
+    for mod, name in ((history, "surrogate_builds"), (history, "polish_rounds"), (tabu_mod, "TABU_ROUNDS"),
                       (mip_mod, "SCIP_READS")):
         monkeypatch.setattr(mod, name, BuildClock())
-    monkeypatch.setattr(mg, "_SEARCH_HITS", {key: [False] * mg.SEARCH_MIN_SEEN})
-    monkeypatch.setattr(mg, "_SEARCH_SKIPS", {})
-    monkeypatch.setattr(mg, "_SEARCH_PROBE_GAP", {})
-    monkeypatch.setattr(mg, "_SEARCH_BUILDS", {})
+    history.search_hits = {key: [False] * hist.SEARCH_MIN_SEEN}
+    history.search_skips = {}
+    history.search_probe_gap = {}
+    history.search_builds = {}
     # the probe rhythm is under test, not whether repair first would take the solve: a slow moment
     # measured as the tabu pace (this machine, loaded) made the probes "too tight" and none ran
     monkeypatch.setattr(mg, "_too_tight_to_probe", lambda *a, **k: False)
@@ -253,32 +255,32 @@ def test_probes_of_a_search_that_does_not_pay_grow_rarer_and_reset_when_one_pays
         assert sol.has_assignment
         return bool(sol.stats.get("search_probe"))
 
-    first = mg.SEARCH_PROBE_EVERY
+    first = hist.SEARCH_PROBE_EVERY
     pattern = [probed() for _ in range(first + 2 * first)]
     # a probe on the 4th solve finds nothing: the next comes 8 solves later
     assert [k + 1 for k, p in enumerate(pattern) if p] == [first, 3 * first]
-    assert mg._SEARCH_PROBE_GAP[key] == 4 * first
+    assert history.search_probe_gap[key] == 4 * first
     # ... and never more than SEARCH_PROBE_MAX apart
-    mg._SEARCH_PROBE_GAP[key] = mg.SEARCH_PROBE_MAX
-    mg._SEARCH_SKIPS[key] = mg.SEARCH_PROBE_MAX - 1
-    assert probed() and mg._SEARCH_PROBE_GAP[key] == mg.SEARCH_PROBE_MAX
+    history.search_probe_gap[key] = hist.SEARCH_PROBE_MAX
+    history.search_skips[key] = hist.SEARCH_PROBE_MAX - 1
+    assert probed() and history.search_probe_gap[key] == hist.SEARCH_PROBE_MAX
     # a probe that pays (proves the optimum) brings the gap back to SEARCH_PROBE_EVERY
     pays[0] = True
-    mg._SEARCH_SKIPS[key] = mg.SEARCH_PROBE_MAX - 1
+    history.search_skips[key] = hist.SEARCH_PROBE_MAX - 1
     assert probed()
-    assert mg._SEARCH_PROBE_GAP[key] == first
+    assert history.search_probe_gap[key] == first
 
 
-def test_the_search_is_skipped_for_tabu_when_its_build_would_not_fit(monkeypatch):
-    import mgmatch.solvers.mgmatch as mg
+def test_the_search_is_skipped_for_tabu_when_its_build_would_not_fit(monkeypatch, history):
+    from mgmatch.solvers.mgmatch import history as hist
 
     pr = problems("12v12", 1, seed=4)[0]
-    monkeypatch.setattr(mg, "_SEARCH_HITS", {})
-    monkeypatch.setattr(mg, "_SEARCH_BUILDS", {mg._search_key(pr, Budget.of(300), "mgmatch")[0]: [5.0, 0.01]})
+    history.search_hits = {}
+    history.search_builds = {hist.search_key(pr, Budget.of(300), "mgmatch")[0]: [5.0, 0.01]}
     sol = MGMatchSolver(FixedPredictor(random_start(pr, 0)), policy="pipeline").solve(pr, Budget.of(300))
     assert sol.stats["search_skipped"] == "build_too_slow" and "search_ms" not in sol.stats
     assert sol.stats["tabu_iterations"] > 0 and sol.has_assignment
-    assert mg._SEARCH_BUILDS[mg._search_key(pr, Budget.of(300), "mgmatch")[0]] == [0.01]  # the oldest is forgotten
+    assert history.search_builds[hist.search_key(pr, Budget.of(300), "mgmatch")[0]] == [0.01]  # the oldest is forgotten
 
 
 def test_tabu_on_random_games_of_three_and_four_teams_with_every_rule_kind():
@@ -332,23 +334,22 @@ def test_a_small_games_pace_does_not_stop_tabu_on_a_large_one(monkeypatch):
 def _repair_setup(monkeypatch, pr: Problem, budget_ms: float, pace_s: float):
     """The search not paying for this model and budget (no probe due), the surrogate stage measured
     at 5 ms and tabu iterations at ``pace_s``."""
-    import mgmatch.solvers.mgmatch as mg
+    from mgmatch.solvers.mgmatch import history as hist
 
-    key = mg._search_key(pr, Budget.of(budget_ms), "mgmatch")
-    monkeypatch.setattr(mg, "_SEARCH_HITS", {key: [False] * mg.SEARCH_MIN_SEEN})
-    monkeypatch.setattr(mg, "_SEARCH_SKIPS", {})
-    monkeypatch.setattr(mg, "_SEARCH_PROBE_GAP", {key: 10**6})
-    monkeypatch.setattr(mg, "_SURROGATE_TIMES", {key: [0.005]})
-    monkeypatch.setattr(mg, "_STAGE_MISSES", {})
-    monkeypatch.setattr(mg, "_STAGE_SKIPS", {})
-    monkeypatch.setattr(mg, "_TABU_PACE", {key[0]: [pace_s]})
-    for name in ("_REPAIRS", "_REPAIR_SKIPS", "_REPAIR_RETRY_GAP"):
-        monkeypatch.setattr(mg, name, {})
+    history = hist.default_history()  # the test's fresh one (conftest)
+    key = hist.search_key(pr, Budget.of(budget_ms), "mgmatch")
+    history.search_hits = {key: [False] * hist.SEARCH_MIN_SEEN}
+    history.search_skips = {}
+    history.search_probe_gap = {key: 10**6}
+    history.surrogate_times = {key: [0.005]}
+    history.stage_misses = {}
+    history.stage_skips = {}
+    history.tabu_pace = {key[0]: [pace_s]}
+    history.repairs, history.repair_skips, history.repair_retry_gap = {}, {}, {}
     return key
 
 
-def test_repair_first_answers_without_the_surrogate_mip_where_tabu_would_get_few_iterations(monkeypatch):
-    import mgmatch.solvers.mgmatch as mg
+def test_repair_first_answers_without_the_surrogate_mip_where_tabu_would_get_few_iterations(monkeypatch, history):
 
     pr = problems("12v12", 1, seed=6)[0]
     bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))  # its rounding breaks rules
@@ -357,7 +358,7 @@ def test_repair_first_answers_without_the_surrogate_mip_where_tabu_would_get_few
     assert sol.stats["repair_first"] == "repaired" and "surrogate_ms" not in sol.stats
     assert sol.stats["tabu_iterations"] > 0 and sol.status == "feasible"
     assert pr.checker.feasible(team_of_from_teams(pr.instance, sol.teams)[None])[0]
-    assert mg._REPAIRS[(*key, "fixed")] == [True]
+    assert history.repairs[(*key, "fixed")] == [True]
     # with many iterations to come after the surrogate stage, the pipeline as before
     _repair_setup(monkeypatch, pr, 150, pace_s=1e-5)
     sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
@@ -368,11 +369,11 @@ def test_repair_first_answers_without_the_surrogate_mip_where_tabu_would_get_few
     assert "repair_first" not in sol.stats and "surrogate_ms" in sol.stats
 
 
-def test_a_tabu_pace_is_taken_from_short_runs_only_while_there_is_none(monkeypatch):
+def test_a_tabu_pace_is_taken_from_short_runs_only_while_there_is_none(monkeypatch, history):
     """Repair first needs the model's tabu pace. Runs of fewer than 4 iterations overstate it and
     are not recorded, except while there is none: a model whose tabu search only ever got one
     iteration (12v12-deep at 20 ms) had no pace, and repair first was never tried there."""
-    import mgmatch.solvers.mgmatch as mg
+    from mgmatch.solvers.mgmatch import history as hist
     from mgmatch.solvers.tabu import TabuResult
 
     pr = problems("12v12", 1, seed=6)[0]
@@ -382,32 +383,32 @@ def test_a_tabu_pace_is_taken_from_short_runs_only_while_there_is_none(monkeypat
     def fake(problem, s, deadline, **kw):
         return TabuResult(s, problem.objective(s), next(runs), False, 0, 0.001)
 
-    monkeypatch.setattr(mg, "tabu_search", fake)
+    monkeypatch.setattr(local_mod, "tabu_search", fake)
     solver = MGMatchSolver(FixedPredictor(start), policy="pipeline")
-    model = mg._model_key(pr)
+    model = hist.model_key(pr)
     solver._tabu_run(pr, start, time.perf_counter() + 1.0, 0.0, {})  # 1 iteration, no pace yet: kept
-    assert len(mg._TABU_PACE[model]) == 1
+    assert len(history.tabu_pace[model]) == 1
     solver._tabu_run(pr, start, time.perf_counter() + 1.0, 0.0, {})  # 2 iterations: not kept
-    assert len(mg._TABU_PACE[model]) == 1
+    assert len(history.tabu_pace[model]) == 1
     solver._tabu_run(pr, start, time.perf_counter() + 1.0, 0.0, {})  # 5 iterations: kept
-    assert len(mg._TABU_PACE[model]) == 2
+    assert len(history.tabu_pace[model]) == 2
 
 
-def test_repairs_that_fail_give_the_time_to_the_surrogate_mip_then_stop_being_tried(monkeypatch):
-    import mgmatch.solvers.mgmatch as mg
+def test_repairs_that_fail_give_the_time_to_the_surrogate_mip_then_stop_being_tried(monkeypatch, history):
+    import mgmatch.solvers.mgmatch.pipeline as mg
     from mgmatch.solvers.tabu import TabuResult
 
     pr = problems("12v12", 1, seed=6)[0]
     bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))
     key = _repair_setup(monkeypatch, pr, 150, pace_s=0.01)
-    real = mg.tabu_search
+    real = local_mod.tabu_search
 
     def never_repairs(problem, start, deadline, **kw):
         if kw.get("feasible_by") is not None:
             return TabuResult(None, None, 1, False, 0, 0.001)
         return real(problem, start, deadline, **kw)
 
-    monkeypatch.setattr(mg, "tabu_search", never_repairs)
+    monkeypatch.setattr(local_mod, "tabu_search", never_repairs)
     monkeypatch.setattr(mg, "REPAIR_RETRY_EVERY", 3)
     monkeypatch.setattr(mg, "REPAIR_MAX_ITERATIONS", 10**9)  # the fallback's tabu runs measure a faster pace
     tried = []
@@ -418,20 +419,20 @@ def test_repairs_that_fail_give_the_time_to_the_surrogate_mip_then_stop_being_tr
     # tried until REPAIR_MIN_SEEN failures said it does not pay; then one retry in 3 solves, one in 6
     seen = mg.REPAIR_MIN_SEEN
     assert tried == [True] * seen + [False, False, True] + [False] * 5 + [True]
-    assert mg._REPAIR_RETRY_GAP[(*key, "fixed")] == 12
+    assert history.repair_retry_gap[(*key, "fixed")] == 12
 
 
-def test_a_retry_that_repairs_starts_the_record_afresh(monkeypatch):
+def test_a_retry_that_repairs_starts_the_record_afresh(monkeypatch, history):
     """A chance run of failed repairs must not keep repair first off once repairs succeed again: the
     retry that repairs clears the failures (12v12-deep at 50 ms skipped repair first on 43 of 80
     solves while its failures were still counted)."""
-    import mgmatch.solvers.mgmatch as mg
+    import mgmatch.solvers.mgmatch.pipeline as mg
     from mgmatch.solvers.tabu import TabuResult
 
     pr = problems("12v12", 1, seed=6)[0]
     bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))
     key = _repair_setup(monkeypatch, pr, 150, pace_s=0.01)
-    real = mg.tabu_search
+    real = local_mod.tabu_search
     failing = [True]
 
     def sometimes_repairs(problem, start, deadline, **kw):
@@ -439,7 +440,7 @@ def test_a_retry_that_repairs_starts_the_record_afresh(monkeypatch):
             return TabuResult(None, None, 1, False, 0, 0.001)
         return real(problem, start, deadline, **kw)
 
-    monkeypatch.setattr(mg, "tabu_search", sometimes_repairs)
+    monkeypatch.setattr(local_mod, "tabu_search", sometimes_repairs)
     monkeypatch.setattr(mg, "REPAIR_RETRY_EVERY", 2)
     monkeypatch.setattr(mg, "REPAIR_MAX_ITERATIONS", 10**9)
     solve = lambda: MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))  # noqa: E731
@@ -450,23 +451,24 @@ def test_a_retry_that_repairs_starts_the_record_afresh(monkeypatch):
     assert "repair_first" not in sol.stats and sol.stats["repair_skipped"] == "success_rate"
     sol = solve()  # the retry
     assert sol.stats["repair_first"] == "repaired" and "surrogate_ms" not in sol.stats
-    assert mg._REPAIRS[(*key, "fixed")] == [True] and mg._REPAIR_RETRY_GAP[(*key, "fixed")] == 2
+    assert history.repairs[(*key, "fixed")] == [True] and history.repair_retry_gap[(*key, "fixed")] == 2
     for _ in range(3):  # and every solve after it tries again
         assert solve().stats["repair_first"] == "repaired"
-    assert mg._REPAIRS[(*key, "fixed")] == [True] * 4
+    assert history.repairs[(*key, "fixed")] == [True] * 4
 
 
-def test_repair_first_keeps_one_record_per_predictor_that_ran(monkeypatch):
+def test_repair_first_keeps_one_record_per_predictor_that_ran(monkeypatch, history):
     """The network's failed repairs do not turn repair first off where the gradient runs instead (a
     gate read at a boundary, or a network measured too slow): one record per predictor."""
-    import mgmatch.solvers.mgmatch as mg
+    import mgmatch.solvers.mgmatch.pipeline as mg
+    from mgmatch.solvers.mgmatch import history as hist
     from mgmatch.solvers.surrogate import GradientPredictor
 
     pr = problems("12v12", 1, seed=6)[0]
     bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))
     key = _repair_setup(monkeypatch, pr, 150, pace_s=0.01)
-    assert mg._repair_key(pr, Budget.of(150), "mgmatch", "fixed") == (*key, "fixed")
-    mg._REPAIRS[(*key, "fixed")] = [False] * mg.REPAIR_KEEP  # the network's recent repairs all failed
+    assert hist.repair_key(pr, Budget.of(150), "mgmatch", "fixed") == (*key, "fixed")
+    history.repairs[(*key, "fixed")] = [False] * mg.REPAIR_KEEP  # the network's recent repairs all failed
     pred = FixedPredictor(bad)
     sol = MGMatchSolver(pred, policy="pipeline").solve(pr, Budget.of(150))
     assert sol.stats["predictor_used"] == "fixed" and sol.stats["repair_skipped"] == "success_rate"
@@ -474,48 +476,45 @@ def test_repair_first_keeps_one_record_per_predictor_that_ran(monkeypatch):
     sol = MGMatchSolver(pred, policy="pipeline").solve(pr, Budget.of(150))
     assert sol.stats["predictor_used"] == GradientPredictor.version
     assert sol.stats["repair_first"] == "repaired" and sol.has_assignment
-    assert mg._REPAIRS[(*key, GradientPredictor.version)] == [True]
-    assert mg._REPAIRS[(*key, "fixed")] == [False] * mg.REPAIR_KEEP
+    assert history.repairs[(*key, GradientPredictor.version)] == [True]
+    assert history.repairs[(*key, "fixed")] == [False] * mg.REPAIR_KEEP
 
 
-def test_repair_first_also_where_the_search_build_would_not_fit(monkeypatch):
-    import mgmatch.solvers.mgmatch as mg
+def test_repair_first_also_where_the_search_build_would_not_fit(monkeypatch, history):
 
     pr = problems("12v12", 1, seed=6)[0]
     bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))
     key = _repair_setup(monkeypatch, pr, 150, pace_s=0.01)
-    monkeypatch.setattr(mg, "_SEARCH_HITS", {})  # the search pays, as far as anyone knows ...
-    monkeypatch.setattr(mg, "_SEARCH_BUILDS", {key[0]: [0.02, 5.0]})  # ... but its build takes 5 s
+    history.search_hits = {}  # the search pays, as far as anyone knows ...
+    history.search_builds = {key[0]: [0.02, 5.0]}  # ... but its build takes 5 s
     sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
     assert sol.stats["repair_first"] == "repaired" and sol.stats["search_skipped"] == "build_too_slow"
     assert "surrogate_ms" not in sol.stats and sol.has_assignment
-    assert mg._SEARCH_BUILDS[key[0]] == [5.0]  # the oldest build forgotten, as when the search skips it
+    assert history.search_builds[key[0]] == [5.0]  # the oldest build forgotten, as when the search skips it
 
 
-def test_no_search_probe_where_repair_first_applies(monkeypatch):
+def test_no_search_probe_where_repair_first_applies(monkeypatch, history):
     """A probe of a search that does not pay is not run where the pipeline would leave tabu search few
     iterations: the solve repairs first instead (12v12 at 20 ms: the probes took the surrogate MIP's
     path, and one answered nothing). With time for many iterations the probe runs as before."""
-    import mgmatch.solvers.mgmatch as mg
 
     pr = problems("12v12", 1, seed=6)[0]
     bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))
     key = _repair_setup(monkeypatch, pr, 150, pace_s=0.01)  # ~14 iterations: repair first applies
-    mg._SEARCH_PROBE_GAP[key] = 1  # a probe is due at every solve
+    history.search_probe_gap[key] = 1  # a probe is due at every solve
     sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
     assert sol.stats["search_skipped"] == "too_tight_to_probe" and "search_probe" not in sol.stats
     assert sol.stats["repair_first"] == "repaired" and "surrogate_ms" not in sol.stats and sol.has_assignment
     key = _repair_setup(monkeypatch, pr, 150, pace_s=1e-5)  # thousands of iterations: probe
-    mg._SEARCH_PROBE_GAP[key] = 1
+    history.search_probe_gap[key] = 1
     sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
     assert sol.stats.get("search_probe") and "repair_first" not in sol.stats and sol.has_assignment
 
 
-def test_a_surrogate_build_that_cannot_start_leaves_tabu_search_to_repair_the_rounding(monkeypatch):
+def test_a_surrogate_build_that_cannot_start_leaves_tabu_search_to_repair_the_rounding(monkeypatch, history):
     """No feasible start and no time (at the measured pace) to read the surrogate MIP into SCIP, as
     in a fresh process whose first reads were slow: tabu search repairs the rounding with the time
     left. Before, such a solve answered nothing a few ms into a 20 ms budget."""
-    import mgmatch.solvers.mgmatch as mg
     import mgmatch.solvers.mip as mip_mod
     from mgmatch.solvers.mip import BuildClock
 
@@ -525,85 +524,85 @@ def test_a_surrogate_build_that_cannot_start_leaves_tabu_search_to_repair_the_ro
     slow = BuildClock()
     slow.record(5.0, BuildClock.size(pr.compiled))  # reading the MIP took 5 s
     monkeypatch.setattr(mip_mod, "SCIP_READS", slow)
-    monkeypatch.setattr(mg, "_SEARCH_HITS", {})
+    history.search_hits = {}
     sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
     assert sol.stats["surrogate_status"] == "build_interrupted"
     assert sol.stats["last_repair"] == "repaired" and sol.stats["tabu_iterations"] > 0
     assert sol.has_assignment and pr.checker.feasible(team_of_from_teams(pr.instance, sol.teams)[None])[0]
 
 
-def test_where_the_surrogate_stage_leaves_the_search_no_time_repair_first_runs_without_a_search_record(monkeypatch):
+def test_where_the_surrogate_stage_leaves_the_search_no_time_repair_first_runs_without_a_search_record(monkeypatch, history):
     """A budget where the surrogate stage takes nearly all the time (12v12 at 10 ms): the search never
     runs, so it is never found not paying; the measured stage says it has no time, and repair first
     answers. With no fallback (the stage does not fit what a failed repair leaves), the walk is not
     cut at REPAIR_SHARE and the success rule does not turn it off."""
-    import mgmatch.solvers.mgmatch as mg
+    import mgmatch.solvers.mgmatch.pipeline as mg
     from mgmatch.solvers.tabu import TabuResult
 
     pr = problems("12v12", 1, seed=6)[0]
     bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))
     key = _repair_setup(monkeypatch, pr, 150, pace_s=0.01)
-    monkeypatch.setattr(mg, "_SEARCH_HITS", {})  # no search record at all
-    monkeypatch.setattr(mg, "_SEARCH_BUILDS", {})
-    monkeypatch.setattr(mg, "_SURROGATE_TIMES", {key: [0.14]})  # the stage takes 140 of the 150 ms
+    history.search_hits = {}  # no search record at all
+    history.search_builds = {}
+    history.surrogate_times = {key: [0.14]}  # the stage takes 140 of the 150 ms
     seen = []
-    real = mg.tabu_search
+    real = local_mod.tabu_search
 
     def spy(problem, start, deadline, **kw):
         seen.append(kw.get("feasible_by"))
         return real(problem, start, deadline, **kw)
 
-    monkeypatch.setattr(mg, "tabu_search", spy)
-    mg._REPAIRS[(*key, "fixed")] = [False] * mg.REPAIR_KEEP  # recent repairs all failed
+    monkeypatch.setattr(local_mod, "tabu_search", spy)
+    history.repairs[(*key, "fixed")] = [False] * mg.REPAIR_KEEP  # recent repairs all failed
     sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
     assert sol.stats["search_skipped"] == "no_time" and sol.stats["repair_first"] == "repaired"
     assert "surrogate_ms" not in sol.stats and sol.has_assignment and seen == [None]
     # a stage that leaves the search time: the pipeline, as before
-    monkeypatch.setattr(mg, "_SURROGATE_TIMES", {key: [0.005]})
-    monkeypatch.setattr(mg, "tabu_search", lambda problem, start, deadline, **kw: TabuResult(
+    history.surrogate_times = {key: [0.005]}
+    monkeypatch.setattr(local_mod, "tabu_search", lambda problem, start, deadline, **kw: TabuResult(
         start, problem.objective(start), 1, False, 0, 0.001) if pr.checker.feasible(start[None])[0] else
         TabuResult(None, None, 1, False, 0, 0.001))
     sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
     assert "repair_first" not in sol.stats and "surrogate_ms" in sol.stats
 
 
-def test_stage_records_skip_a_process_first_stage_and_wear_down_while_skipped(monkeypatch):
+def test_stage_records_skip_a_process_first_stage_and_wear_down_while_skipped(monkeypatch, history):
     """The first surrogate stage of a model and budget (a new process's first SCIP instance: 68 ms of a
     50 ms budget) is not recorded; solves that skip the stage forget the slowest record every
     STAGE_FORGET_EVERY-th time, down to the fastest, which stays; where no stage completed, the
     shortest miss stands for it."""
-    import mgmatch.solvers.mgmatch as mg
+    import mgmatch.solvers.mgmatch.pipeline as mg
+    from mgmatch.solvers.mgmatch import history as hist
 
     pr = problems("12v12", 1, seed=6)[0]
     b = Budget.of(50)
-    key = mg._stage_key(pr, b)
-    for name in ("_SURROGATE_TIMES", "_STAGE_MISSES", "_STAGE_SKIPS"):
-        monkeypatch.setattr(mg, name, {})
-    monkeypatch.setattr(mg, "_STAGE_WARM", set())
-    mg._record_stage(mg._SURROGATE_TIMES, pr, b, 0.068)  # the first: not a measurement
-    assert key not in mg._SURROGATE_TIMES
+    key = hist.stage_key(pr, b)
+    history.surrogate_times, history.stage_misses, history.stage_skips = {}, {}, {}
+    history.stage_warm = set()
+    history.record_stage(history.surrogate_times, pr, b, 0.068)  # the first: not a measurement
+    assert key not in history.surrogate_times
     for v in (0.010, 0.045, 0.012):
-        mg._record_stage(mg._SURROGATE_TIMES, pr, b, v)
-    assert mg._fastest_stage(pr, b) == 0.010
-    for _ in range(mg.STAGE_FORGET_EVERY):
-        mg._wear_stage(pr, b)
-    assert mg._SURROGATE_TIMES[key] == [0.010, 0.012]  # the slowest went
-    for _ in range(4 * mg.STAGE_FORGET_EVERY):
-        mg._wear_stage(pr, b)
-    assert mg._SURROGATE_TIMES[key] == [0.010]  # never the fastest: emptied, the next solve would run the stage
-    mg._SURROGATE_TIMES[key] = []
-    mg._record_stage(mg._STAGE_MISSES, pr, b, 0.047)
-    mg._record_stage(mg._STAGE_MISSES, pr, b, 0.044)
-    assert mg._fastest_stage(pr, b) == 0.044
-    monkeypatch.setattr(mg, "_TABU_PACE", {mg._model_key(pr): [0.001]})
-    assert mg._repair_iterations(pr, b, b.start) == pytest.approx((0.050 - mg.FINISH_RESERVE_S - 0.044) / 0.001)
+        history.record_stage(history.surrogate_times, pr, b, v)
+    assert history.fastest_stage(pr, b) == 0.010
+    for _ in range(hist.STAGE_FORGET_EVERY):
+        history.wear_stage(pr, b)
+    assert history.surrogate_times[key] == [0.010, 0.012]  # the slowest went
+    for _ in range(4 * hist.STAGE_FORGET_EVERY):
+        history.wear_stage(pr, b)
+    assert history.surrogate_times[key] == [0.010]  # never the fastest: emptied, the next solve would run the stage
+    history.surrogate_times[key] = []
+    history.record_stage(history.stage_misses, pr, b, 0.047)
+    history.record_stage(history.stage_misses, pr, b, 0.044)
+    assert history.fastest_stage(pr, b) == 0.044
+    history.tabu_pace = {hist.model_key(pr): [0.001]}
+    assert history.repair_iterations(pr, b, b.start, "", mg.FINISH_RESERVE_S, mg.SURROGATE_MIN_S) == pytest.approx((0.050 - mg.FINISH_RESERVE_S - 0.044) / 0.001)
 
 
-def test_the_tabu_stage_probes_the_other_host_regions_that_can_hold_the_match(monkeypatch):
+def test_the_tabu_stage_probes_the_other_host_regions_that_can_hold_the_match(monkeypatch, history):
     """The rounding's host region is the one the prediction favours, and tabu search does not change
     regions; a 12v12 pool of 96 candidates has its optimum in another region (2.8% from the rounding's
     region at 100 ms). Short walks from each other admitted region's rounding find it."""
-    import mgmatch.solvers.mgmatch as mg
+    import mgmatch.solvers.mgmatch.pipeline as mg
     from mgmatch.lab.bench_quality import problems_for
     from mgmatch.solvers.surrogate import GradientPredictor
 
@@ -622,12 +621,11 @@ def test_the_tabu_stage_probes_the_other_host_regions_that_can_hold_the_match(mo
     assert sol.objective < opt.objective - 0.01 * abs(opt.objective)
 
 
-def test_a_last_repair_resumes_where_a_failed_repair_first_walk_stopped(monkeypatch):
+def test_a_last_repair_resumes_where_a_failed_repair_first_walk_stopped(monkeypatch, history):
     """Repair first gives up by its share of the time, the surrogate MIP finds nothing (here its read
     cannot start): the last repair walks on from where the first walk stood, not from the rounding
     again (a 12v12 pool of 96 candidates needs 20 iterations; at 10 ms the first walk gave up after
     16 and the last one, starting over, had time for a few)."""
-    import mgmatch.solvers.mgmatch as mg
     import mgmatch.solvers.mip as mip_mod
     from mgmatch.solvers.mip import BuildClock
     from mgmatch.solvers.tabu import TabuResult
@@ -639,7 +637,7 @@ def test_a_last_repair_resumes_where_a_failed_repair_first_walk_stopped(monkeypa
     slow.record(5.0, BuildClock.size(pr.compiled))  # reading the surrogate MIP would take 5 s
     monkeypatch.setattr(mip_mod, "SCIP_READS", slow)
     walked = random_start(pr, 7)  # where the first walk "stopped"
-    real = mg.tabu_search
+    real = local_mod.tabu_search
     starts = []
 
     def gives_up_first(problem, start, deadline, **kw):
@@ -648,7 +646,7 @@ def test_a_last_repair_resumes_where_a_failed_repair_first_walk_stopped(monkeypa
             return TabuResult(None, None, 16, False, 0, 0.001, walked.copy())
         return real(problem, start, deadline, **kw)
 
-    monkeypatch.setattr(mg, "tabu_search", gives_up_first)
+    monkeypatch.setattr(local_mod, "tabu_search", gives_up_first)
     sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
     assert sol.stats["repair_first"] == "failed" and sol.stats["last_repair"] == "repaired"
     assert len(starts) == 2 and (starts[1] == walked).all() and not (starts[0] == walked).all()
@@ -693,25 +691,25 @@ def test_a_walk_with_no_feasible_state_yet_ranks_moves_by_the_heads_proxy(monkey
     assert walked >= 2  # some walks needed more than one iteration to repair
 
 
-def test_an_unmeasured_surrogate_stage_is_estimated_from_the_builds_the_process_measured(monkeypatch):
+def test_an_unmeasured_surrogate_stage_is_estimated_from_the_builds_the_process_measured(monkeypatch, history):
     """Repair first needs the surrogate stage's time at this budget. Before one was recorded, the
     stage ran to be measured, and at a budget it does not fit that solve answered nothing (12v12-deep
     at 10 ms, a bench process's first timed solve). Now, once the process measured a surrogate build
     of this size (at any budget), that build plus the stage's least solve time stands in."""
-    import mgmatch.solvers.mgmatch as mg
+    import mgmatch.solvers.mgmatch.pipeline as mg
     from mgmatch.solvers.mip import BuildClock
 
     pr = problems("12v12", 1, seed=6)[0]
     bad = broken_near(pr, random_start(pr, 0), np.random.default_rng(0))
     for measured in (False, True):
         _repair_setup(monkeypatch, pr, 150, pace_s=0.01)
-        monkeypatch.setattr(mg, "_SURROGATE_TIMES", {})  # no stage at this budget yet
+        history.surrogate_times = {}  # no stage at this budget yet
         clock = BuildClock()
         if measured:
             clock.record(0.004, BuildClock.size(pr.compiled))
-        monkeypatch.setattr(mg, "SURROGATE_BUILDS", clock)
+        history.surrogate_builds = clock
         t0 = time.perf_counter()
-        expected = mg._repair_iterations(pr, Budget(150.0, t0), t0, "mgmatch")
+        expected = history.repair_iterations(pr, Budget(150.0, t0), t0, "mgmatch", mg.FINISH_RESERVE_S, mg.SURROGATE_MIN_S)
         sol = MGMatchSolver(FixedPredictor(bad), policy="pipeline").solve(pr, Budget.of(150))
         if measured:  # (150 − 2 reserve − 4 build − 5 solve) ms / 10 ms per iteration
             assert expected == pytest.approx(13.9, abs=0.05)

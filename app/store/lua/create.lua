@@ -1,12 +1,14 @@
--- KEYS: idem, ticket, queue, expiry, events, players.
+-- KEYS: idem, ticket, queue, expiry, events, players, void marker.
 -- ARGV: id, data, ttl_s, use_idem, retention_s, events_maxlen, ticket key prefix, player id...
 -- Replies '+<created> <expires>' (created, stamped with Redis TIME), '!<pid> <tid>' (the player already
--- has a live ticket) or the id of the ticket an idempotency key created earlier.
+-- has a live ticket), '~' (another create voided this ticket: it took a player's lock while this one
+-- had not run yet) or the id of the ticket an idempotency key created earlier.
 if redis.call('EXISTS', KEYS[2]) == 1 then
   -- the same create again (a client retry after a lost reply): it happened once, say so again
   local f = redis.call('HMGET', KEYS[2], 'created', 'expires')
   return '+' .. f[1] .. ' ' .. f[2]
 end
+if redis.call('EXISTS', KEYS[7]) == 1 then return '~' end
 if ARGV[4] == '1' then
   local prev = redis.call('GET', KEYS[1])
   if prev then return prev end

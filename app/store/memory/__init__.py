@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from ..protocols import Store
 from .backfills import MemoryBackfills
+from .checks import MemoryChecks
 from .core import MemoryCore
+from .ratings import MemoryRatings
 from .records import MemoryRecords
 from .stats import MemoryStats
 from .tickets import MemoryTickets
 
-__all__ = ["MemoryBackfills", "MemoryCore", "MemoryRecords", "MemoryStats", "MemoryStore", "MemoryTickets"]
+__all__ = ["MemoryBackfills", "MemoryChecks", "MemoryCore", "MemoryRatings", "MemoryRecords", "MemoryStats", "MemoryStore", "MemoryTickets"]
 
 
-class MemoryStore(MemoryTickets, MemoryRecords, MemoryBackfills, MemoryStats, Store):
+class MemoryStore(MemoryTickets, MemoryRecords, MemoryBackfills, MemoryStats, MemoryRatings, MemoryChecks,
+                  Store):
     """Everything in one process, behind one lock. The embedded default."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from ..base import MATCH_MAX_COUNT, MATCH_RETENTION_S, RETENTION_S, Backfill, MatchRecord, Ticket
+from ..base import MATCH_MAX_COUNT, MATCH_RETENTION_S, RETENTION_S, Backfill, MatchRecord, Rating, Ticket
 
 
 class MemoryCore:
@@ -41,6 +41,10 @@ class MemoryCore:
         self._forget_at = 0.0
         self._pending: dict[str, set[str]] = {}
         self._players: dict[tuple[str, str], str] = {}  # (pool, player id) → live ticket id
+        self._live: dict[str, str] = {}  # player id → its live ticket, in any pool (one live ticket per player)
+        self._ratings: dict[str, Rating] = {}  # player id → rating
+        self._rated: dict[str, float] = {}  # match id → until when its rating update is remembered
+        self._checks: dict[tuple[str, str], Any] = {}  # (pool, match id) → its ready check (memory/checks.py)
         self._backfills: dict[str, Backfill] = {}
         self._open_bf: dict[str, set[str]] = {}  # pool → ids of its open backfills (what a tick reads)
         self._lock = threading.Lock()
@@ -63,6 +67,13 @@ class MemoryCore:
             key = (t.pool, p["id"])
             if self._players.get(key) == t.id:
                 del self._players[key]
+            if self._live.get(p["id"]) == t.id:
+                del self._live[p["id"]]
+
+    def _is_live(self, ticket_id: str) -> bool:
+        """The ticket exists and is queued (unexpired) or proposed."""
+        t = self._t.get(ticket_id)
+        return t is not None and t.view(self._clock()).status in ("queued", "proposed")
 
     def _readable(self, ticket_id: str) -> Ticket | None:
         t = self._t.get(ticket_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from itertools import islice
 
-from ..base import RETENTION_S, Conflict, MatchRecord, MatchResult, Ticket
+from ..base import RETENTION_S, Conflict, MatchRecord, MatchResult, PlayerBusy, Ticket
 from ..protocols import TicketStore
 from .core import MemoryCore
 
@@ -22,12 +22,13 @@ class MemoryTickets(MemoryCore, TicketStore):
                 hit = self._idem.get((ticket.pool, idempotency_key))
                 if hit is not None and hit[1] > self._clock() and hit[0] in self._t:
                     return self._t[hit[0]].view(self._clock()), False
-            for p in ticket.players:
-                other = self._players.get((ticket.pool, p["id"]))
-                if other is not None and other in self._t and self._t[other].view(self._clock()).status in ("queued", "proposed"):
-                    raise Conflict(f"player {p['id']!r} is already queued in ticket {other}")
+            for i, p in enumerate(ticket.players):
+                other = self._live.get(p["id"])
+                if other is not None and other != ticket.id and self._is_live(other):
+                    raise PlayerBusy(i, p["id"], other)
             for p in ticket.players:
                 self._players[(ticket.pool, p["id"])] = ticket.id
+                self._live[p["id"]] = ticket.id
             if idempotency_key is not None:
                 self._idem[(ticket.pool, idempotency_key)] = (ticket.id, ticket.expires_at)
             self._t[ticket.id] = ticket
@@ -172,4 +173,5 @@ class MemoryTickets(MemoryCore, TicketStore):
                     del self._t[tid]
                 self._idem = {k: v for k, v in self._idem.items() if v[1] > now}
                 self._players = {k: v for k, v in self._players.items() if v in self._t}
+                self._live = {k: v for k, v in self._live.items() if v in self._t}
         return expired, released

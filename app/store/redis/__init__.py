@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from ..protocols import Store
 from .backfills import RedisBackfills
+from .checks import RedisChecks
 from .core import (
     _CLIENT_OPTIONS,
     _SOURCES,
@@ -45,17 +46,18 @@ from .errors import _CONNECTION_MODULES, _UNAVAILABLE, _guard, _unavailable
 from .inference import RedisInference
 from .jobs import RedisJobs
 from .leases import RedisLeases
+from .ratings import RedisRatings
 from .records import RedisRecords
 from .stats import RedisStats
 from .tickets import RedisTickets
 
 __all__ = ["CALL_TIMEOUT_S", "SCRIPTS", "_CLIENT_OPTIONS", "_CONNECTION_MODULES", "_SOURCES", "_UNAVAILABLE",
-           "RedisBackfills", "RedisCore", "RedisInference", "RedisJobs", "RedisLeases", "RedisRecords",
+           "RedisBackfills", "RedisChecks", "RedisCore", "RedisInference", "RedisJobs", "RedisLeases", "RedisRatings", "RedisRecords",
            "RedisStats", "RedisStore", "RedisTickets", "_LazyCluster", "_guard", "_lua", "_unavailable",
            "cluster_node_url"]
 
 
-class RedisStore(RedisTickets, RedisRecords, RedisBackfills, RedisStats, RedisJobs, RedisInference, RedisLeases,
-                 Store):
+class RedisStore(RedisTickets, RedisRecords, RedisBackfills, RedisStats, RedisRatings, RedisChecks, RedisJobs,
+                 RedisInference, RedisLeases, Store):
     """Production store: every concern on one client and key prefix. Thread-safe (redis-py pools
     connections)."""

@@ -56,7 +56,7 @@ def _lua(name: str) -> str:
 
 SCRIPTS = ("create", "claim", "claim_job", "commit", "release", "takeover", "cancel", "expire_ticket", "release_crashed", "reap",
            "heartbeat", "alive", "backfill_create", "backfill_cancel", "backfill_fill", "backfill_reap",
-           "match_result")
+           "match_result", "player_lock", "player_unlock", "ticket_live", "rate_match")
 _SOURCES = {name: _lua(name) for name in SCRIPTS}
 
 
@@ -177,7 +177,7 @@ class RedisCore:
                 client = aiocluster.RedisCluster.from_url(node_url, retry=retry, **_CLIENT_OPTIONS)
             else:
                 client = aioredis.Redis.from_url(self._url, retry=retry, **_CLIENT_OPTIONS)
-            scripts = {name: client.register_script(_SOURCES[name]) for name in ("create", "cancel")}
+            scripts = {name: client.register_script(_SOURCES[name]) for name in ("create", "cancel", "player_lock", "player_unlock", "ticket_live", "rate_match")}
             self._aio = (loop, client, scripts)
         return self._aio[1], self._aio[2]
 

@@ -7,17 +7,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Generator
+from typing import Any
 
 import anyio.to_thread
 import redis.exceptions as rex
 
 from ...keys import EVENTS_MAXLEN, TICKET_RETENTION_S
-from ..base import Conflict, MatchRecord, MatchResult, Ticket, pool_of
+from ..base import Conflict, MatchRecord, MatchResult, PlayerBusy, Ticket, pool_of
 from ..protocols import TicketStore
 from .core import _REAP_BATCH, _SOURCES, RedisCore, _is_cluster_pipeline, _queue_script
 from .errors import _guard_public
 
 _PLAYERS_SLICE = 64  # players-hash entries the reaper checks per round
+_LOCK_ROUNDS = 3  # takeovers of a player's lock a create tries before it answers 409 (creates keep racing)
 
 
 @_guard_public
@@ -29,52 +32,213 @@ class RedisTickets(RedisCore, TicketStore):
         ttl_s = max(0.001, ticket.expires_at - ticket.created_at)
         idem_key = k.idempotency(pool, idempotency_key or "-")
         return {"keys": [idem_key, k.ticket(pool, ticket.id), k.queue(pool), k.expiry(pool), k.events(pool),
-                         k.players(pool)],
+                         k.players(pool), k.void(pool, ticket.id)],
                 "args": [ticket.id, ticket.data_json(), repr(ttl_s), "1" if idempotency_key else "0",
                          TICKET_RETENTION_S, EVENTS_MAXLEN, k.ticket(pool, ""), *(p["id"] for p in ticket.players)]}
 
-    def _create_call(self, ticket: Ticket, idempotency_key: str | None, client=None):
-        kv = self._create_kv(ticket, idempotency_key)
-        if _is_cluster_pipeline(client):
-            return _queue_script(client, self._s["create"], kv)
-        return self._s["create"](**kv, client=client)
+    # ------------------------------------------------------------------ create: one live ticket per player
+    #
+    # A player's cross-pool lock (keys.player_lock, its own slot) names the ticket holding the player. A create
+    # takes the locks of its players first, then runs its pool's create script. Nothing frees a lock when its
+    # ticket ends (that script runs in the pool's slot): a create that meets a lock asks the named ticket's
+    # pool whether it is still live (ticket_live.lua) and, if not, takes the lock over. A named ticket that does
+    # not exist is voided by that question, so a create stopped between its two steps can never create it
+    # later: a crash leaves at worst a lock that the next create takes over, never two live tickets.
+    #
+    # The flow is written once as a generator of store requests (("get", keys) or ("script", name, kvs), each
+    # sent as one pipeline); _drive and _adrive run it on the sync and the asyncio client.
 
-    def create_many(self, items: list[tuple[Ticket, str | None]]) -> list[tuple[Ticket, bool] | Conflict]:
-        """One round trip for the whole batch (a pipeline of the create script)."""
+    def _lock_kv(self, ticket: Ticket, player_id: str, dead: str = "") -> dict[str, list]:
+        ttl_ms = int((max(0.001, ticket.expires_at - ticket.created_at) + TICKET_RETENTION_S) * 1000)
+        return {"keys": [self.keys.player_lock(player_id)], "args": [ticket.id, ttl_ms, dead]}
+
+    def _unlock_kvs(self, ticket: Ticket) -> list[dict[str, list]]:
+        return [{"keys": [self.keys.player_lock(p["id"])], "args": [ticket.id]} for p in ticket.players]
+
+    def _live_kv(self, holder: str) -> dict[str, list] | None:
+        pool = pool_of(holder)
+        if pool is None:  # not a ticket id at all: nothing holds the player
+            return None
+        return {"keys": [self.keys.ticket(pool, holder), self.keys.void(pool, holder)],
+                "args": [int(TICKET_RETENTION_S * 1000)]}
+
+    def _lock_players(self, tickets: list[Ticket]) -> Generator[tuple, list, dict[str, Conflict]]:
+        """Take every player's lock for each ticket, or none: ticket id → PlayerBusy for the refused."""
+        in_batch = {t.id for t in tickets}
+        dead: dict[tuple[str, str], str] = {}  # (ticket, player) → a holder found no longer live
+        refused: dict[str, Conflict] = {}
+        slots = [(t, i, p["id"]) for t in tickets for i, p in enumerate(t.players)]
+        for _ in range(_LOCK_ROUNDS):
+            replies = yield ("script", "player_lock", [self._lock_kv(t, pid, dead.get((t.id, pid), ""))
+                                                      for t, _, pid in slots])
+            contested = [(t, i, pid, h) for (t, i, pid), h in zip(slots, replies, strict=True) if h]
+            holders = sorted({h for *_, h in contested if h not in in_batch and self._live_kv(h) is not None})
+            answers = yield ("script", "ticket_live", [self._live_kv(h) for h in holders])
+            live = {h for h, a in zip(holders, answers, strict=True) if int(a)}
+            slots = []
+            for t, i, pid, h in contested:
+                if t.id in refused:
+                    continue
+                if h in in_batch or h in live:  # another ticket of this batch, or a live one elsewhere
+                    refused[t.id] = PlayerBusy(i, pid, h)
+                else:
+                    dead[(t.id, pid)] = h
+                    slots.append((t, i, pid))
+            slots = [s for s in slots if s[0].id not in refused]
+            if not slots:
+                break
+        for t, i, pid in slots:  # still contested after every round: creates of this player keep racing
+            refused.setdefault(t.id, PlayerBusy(i, pid, None))
+        back = [kv for t in tickets if t.id in refused for kv in self._unlock_kvs(t)]
+        if back:
+            yield ("script", "player_unlock", back)
+        return refused
+
+    def _create_flow(self, items: list[tuple[Ticket, str | None]]) -> Generator[tuple, list, list]:
+        """Per item, the create script's reply (read by _created) or the Conflict that refused it."""
+        k = self.keys
+        out: list = [None] * len(items)
+        keyed = [j for j, (_, key) in enumerate(items) if key]
+        if keyed:  # a replayed idempotency key answers with its ticket before any lock is asked for
+            prevs = yield ("get", [k.idempotency(items[j][0].pool, items[j][1]) for j in keyed])
+            for j, prev in zip(keyed, prevs, strict=True):
+                if prev:
+                    out[j] = prev
+        todo = [j for j in range(len(items)) if out[j] is None]
+        refused = yield from self._lock_players([items[j][0] for j in todo])
+        go = []
+        for j in todo:
+            if items[j][0].id in refused:
+                out[j] = refused[items[j][0].id]
+            else:
+                go.append(j)
+        replies = yield ("script", "create", [self._create_kv(*items[j]) for j in go])
+        back, voided = [], []
+        for j, reply in zip(go, replies, strict=True):
+            out[j] = reply
+            if not reply.startswith("+"):
+                back.append(items[j][0])
+            if reply == "~":
+                voided.append(j)
+        if back:  # not created here (an earlier ticket of the key, a conflict, voided): give the locks back
+            yield ("script", "player_unlock", [kv for t in back for kv in self._unlock_kvs(t)])
+        if voided:  # another create took a player over while this one was between its steps
+            holders = iter((yield ("get", [k.player_lock(p["id"]) for j in voided for p in items[j][0].players])))
+            for j in voided:
+                t, busy = items[j][0], None
+                for i, p in enumerate(t.players):
+                    h = next(holders)
+                    if busy is None and h and h != t.id:
+                        busy = PlayerBusy(i, p["id"], h)
+                out[j] = busy or PlayerBusy(0, t.players[0]["id"], None)
+        return out
+
+    def _run(self, req: tuple) -> list:
+        """One request of the create flow as one pipeline on the sync client."""
+        if req[0] == "get":
+            keys = req[1]
+            if not keys:
+                return []
+            pipe = self.r.pipeline(transaction=False)
+            for key in keys:
+                pipe.get(key)
+            return pipe.execute()
+        name, kvs = req[1], req[2]
+        if not kvs:
+            return []
+
+        def batch() -> list:
+            pipe = self.r.pipeline(transaction=False)
+            for kv in kvs:
+                if _is_cluster_pipeline(pipe):
+                    _queue_script(pipe, self._s[name], kv)
+                else:
+                    self._s[name](**kv, client=pipe)
+            return pipe.execute()
+
         try:
-            replies = self._create_pipeline(items)
+            return batch()
         except rex.NoScriptError:  # flushed between redis-py's SCRIPT EXISTS and the batch, or (a cluster's
             # pipelines load no scripts) a node that never ran it, a replica promoted: load it, once more
-            self.r.script_load(_SOURCES["create"])
-            replies = self._create_pipeline(items)  # (a create replayed for the same ticket is a no-op)
+            self.r.script_load(_SOURCES[name])
+            return batch()  # (every script of the flow is safe to replay)
+
+    async def _arun(self, aio, req: tuple) -> list:
+        """One request of the create flow as one pipeline on the asyncio client."""
+        client, scripts = aio
+        if req[0] == "get":
+            if not req[1]:
+                return []
+            async with client.pipeline(transaction=False) as pipe:
+                for key in req[1]:
+                    pipe.get(key)
+                return await pipe.execute()
+        name, kvs = req[1], req[2]
+        if not kvs:
+            return []
+
+        async def batch() -> list:
+            async with client.pipeline(transaction=False) as pipe:
+                for kv in kvs:
+                    if _is_cluster_pipeline(pipe):
+                        _queue_script(pipe, scripts[name], kv)
+                    else:
+                        await scripts[name](**kv, client=pipe)
+                return await pipe.execute()
+
+        try:
+            return await batch()
+        except rex.NoScriptError:  # as in _run
+            await client.script_load(_SOURCES[name])
+            return await batch()
+
+    def _drive(self, flow: Generator) -> Any:
+        try:
+            req = next(flow)
+            while True:
+                req = flow.send(self._run(req))
+        except StopIteration as stop:
+            return stop.value
+
+    async def _adrive(self, aio, flow: Generator) -> Any:
+        try:
+            req = next(flow)
+            while True:
+                req = flow.send(await self._arun(aio, req))
+        except StopIteration as stop:
+            return stop.value
+
+    def create_many(self, items: list[tuple[Ticket, str | None]]) -> list[tuple[Ticket, bool] | Conflict]:
+        """A few round trips for the whole batch (a pipeline per step of the create flow)."""
         out: list[tuple[Ticket, bool] | Conflict] = []
-        for (t, _), prev in zip(items, replies, strict=True):
+        for (t, _), reply in zip(items, self._drive(self._create_flow(items)), strict=True):
+            if isinstance(reply, Conflict):
+                out.append(reply)
+                continue
             try:
-                out.append(self._created(t, prev))
+                out.append(self._created(t, reply))
             except Conflict as err:
                 out.append(err)
         return out
 
-    def _create_pipeline(self, items: list[tuple[Ticket, str | None]]) -> list:
-        pipe = self.r.pipeline(transaction=False)
-        for t, key in items:
-            self._create_call(t, key, client=pipe)
-        return pipe.execute()
-
     def create(self, ticket: Ticket, idempotency_key: str | None = None) -> tuple[Ticket, bool]:
-        return self._created(ticket, self._create_call(ticket, idempotency_key))
+        res = self.create_many([(ticket, idempotency_key)])[0]
+        if isinstance(res, Conflict):
+            raise res
+        return res
 
     @staticmethod
     def _read_create(ticket: Ticket, prev: str) -> tuple[Ticket | None, str | None]:
         """Read the create script's reply: '+<created> <expires>' = created (the ticket with Redis's
-        times); '!<pid> <tid>' = the player is already queued (raises Conflict); else the id of the
-        ticket the idempotency key made earlier."""
+        times); '!<pid> <tid>' = the player is already queued in the pool (raises PlayerBusy); else the id
+        of the ticket the idempotency key made earlier."""
         if prev.startswith("+"):
             created, expires = prev[1:].split(" ", 1)
             return dataclasses.replace(ticket, created_at=float(created), expires_at=float(expires)), None
         if prev.startswith("!"):
             pid, other = prev[1:].split(" ", 1)
-            raise Conflict(f"player {pid!r} is already queued in ticket {other}")
+            index = next((i for i, p in enumerate(ticket.players) if p["id"] == pid), 0)
+            raise PlayerBusy(index, pid, other)
         return None, prev
 
     def _created(self, ticket: Ticket, prev: str) -> tuple[Ticket, bool]:
@@ -92,39 +256,25 @@ class RedisTickets(RedisCore, TicketStore):
         return (earlier, False) if earlier is not None else (ticket, True)
 
     async def acreate(self, ticket: Ticket, idempotency_key: str | None = None) -> tuple[Ticket, bool]:
-        aio = self._async()
-        if aio is None:
-            return await anyio.to_thread.run_sync(self.create, ticket, idempotency_key)
-        prev = await aio[1]["create"](**self._create_kv(ticket, idempotency_key))
-        return await self._acreated(ticket, prev)
+        res = (await self.acreate_many([(ticket, idempotency_key)]))[0]
+        if isinstance(res, Conflict):
+            raise res
+        return res
 
     async def acreate_many(self, items: list[tuple[Ticket, str | None]]) -> list[tuple[Ticket, bool] | Conflict]:
         aio = self._async()
         if aio is None:
             return await anyio.to_thread.run_sync(self.create_many, items)
-        try:
-            prevs = await self._acreate_pipeline(aio, items)
-        except rex.NoScriptError:  # as in create_many
-            await aio[0].script_load(_SOURCES["create"])
-            prevs = await self._acreate_pipeline(aio, items)
         out: list[tuple[Ticket, bool] | Conflict] = []
-        for (t, _), prev in zip(items, prevs, strict=True):
+        for (t, _), reply in zip(items, await self._adrive(aio, self._create_flow(items)), strict=True):
+            if isinstance(reply, Conflict):
+                out.append(reply)
+                continue
             try:
-                out.append(await self._acreated(t, prev))
+                out.append(await self._acreated(t, reply))
             except Conflict as err:
                 out.append(err)
         return out
-
-    async def _acreate_pipeline(self, aio, items: list[tuple[Ticket, str | None]]) -> list:
-        client, scripts = aio
-        async with client.pipeline(transaction=False) as pipe:
-            for t, key in items:
-                kv = self._create_kv(t, key)
-                if _is_cluster_pipeline(pipe):
-                    _queue_script(pipe, scripts["create"], kv)
-                else:
-                    await scripts["create"](**kv, client=pipe)
-            return await pipe.execute()
 
     async def aget(self, ticket_id: str) -> Ticket | None:
         aio = self._async()
