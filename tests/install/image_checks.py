@@ -174,13 +174,18 @@ def check_stack(pool_instance: Path) -> None:
         ids.append(t["id"])
     ok(f"{len(ids)} tickets posted to pool 3v3 ({ids[0]}, …)")
 
-    def matched():
+    def matched():  # the tickets of a match turn matched one by one: wait for a whole match
         got = [http("GET", f"{api}/v1/tickets/{i}", key=key)[1] for i in ids]
-        return [t for t in got if isinstance(t, dict) and t.get("status") == "matched"] or None
+        done = [t for t in got if isinstance(t, dict) and t.get("status") == "matched"]
+        per_match: dict[str, int] = {}
+        for t in done:
+            per_match[t["match"]["match_id"]] = per_match.get(t["match"]["match_id"], 0) + 1
+        return done if any(n >= 6 for n in per_match.values()) else None
 
     t0 = time.monotonic()
     done = poll(matched, 120, "a match of pool 3v3 (matchmaker → solvers over Redis)")
-    match = done[0]["match"]
+    match = next(t["match"] for t in done
+                 if sum(u["match"]["match_id"] == t["match"]["match_id"] for u in done) >= 6)
     members = [t for t in done if t["match"]["match_id"] == match["match_id"]]
     placed = sorted(x for team in match["teams"] for x in team)
     if [len(team) for team in match["teams"]] != [3, 3] or len(members) != 6 \
