@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install run test check lint install-smoke bench-exact clean grpc docs
+.PHONY: install run test check lint install-smoke image-test bench-exact clean grpc docs
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,8 @@ lint: install
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/check-deps.py
 
-# The wheel installed as users install it, in fresh environments (runtime deps; the service image's set).
+# The wheel installed as each role installs it, in fresh environments: the service (mgmatch[grpc], no
+# torch) and training (mgmatch[train]).
 install-smoke: install
 	./scripts/ensure-redis.sh
 	PYTHON=$(PYTHON) BUILD_PYTHON=$(BIN)/python ./scripts/install-smoke.sh
@@ -46,8 +47,14 @@ test: install lint docs
 	$(BIN)/python -m pytest -n 3 --dist loadgroup
 	PYTHON=$(PYTHON) BUILD_PYTHON=$(BIN)/python ./scripts/install-smoke.sh
 
+# The images built and run with podman (scripts/image-test.sh): the cpu image answers /v1/solve, then the
+# compose stack (Redis, api, matchmaker, 2 solvers, Prometheus) matches tickets and is scraped. Installs
+# podman, runc, debootstrap and podman-compose with apt-get when missing (root); needs no venv.
+image-test:
+	./scripts/image-test.sh
+
 clean:
-	rm -rf $(VENV) .venv-smoke .pytest_cache .ruff_cache .hypothesis site docs/_generated
+	rm -rf $(VENV) .venv-smoke .image-test .pytest_cache .ruff_cache .hypothesis site docs/_generated
 
 # Regenerate the gRPC modules from app/rpc/matchmaker.proto (needs the dev extra: grpcio-tools).
 grpc: install

@@ -50,11 +50,15 @@ MAX_SEED = 2**31 - 1
 #: local searches use all of their budget, so ``1e308`` ran until it was killed).
 MAX_TIME_LIMIT_MS = 86_400_000.0
 
-#: import name → distribution, for what the service image leaves out on purpose (the torch side and the
-#: offline tools; ``NOT_IN_IMAGE`` of scripts/check-deps.py). A command that needs one of them exits 2
-#: saying so instead of a traceback.
-OFFLINE_PACKAGES = {"torch": "torch", "torch_geometric": "torch-geometric", "onnx": "onnx",
-                    "matplotlib": "matplotlib", "tqdm": "tqdm", "ray": "ray"}
+#: import name → (distribution, extra) for what ``pip install mgmatch`` leaves out on purpose: the torch side
+#: and the offline tools (``[train]``), the lab's (``[lab]``), distributed labelling (``[ray]``). A command that
+#: needs one of them exits 2 naming the extra instead of a traceback; scripts/check-deps.py checks the table
+#: against pyproject's extras and every function-local import of an extra's distribution against the table.
+EXTRA_OF = {"torch": ("torch", "train"), "torch_geometric": ("torch-geometric", "train"), "onnx": ("onnx", "train"),
+            "matplotlib": ("matplotlib", "train"), "tqdm": ("tqdm", "train"), "ray": ("ray", "ray"),
+            "rich": ("rich", "lab")}
+#: what the lab's extra holds among those: a lab command missing one names ``[lab]`` (matplotlib is in both)
+LAB_EXTRA = {"rich", "matplotlib"}
 
 
 def short_int(v: int) -> str:
@@ -106,15 +110,31 @@ def _command_name(command: Any, args: list[str]) -> str:
     return " ".join(names) or "this command"
 
 
-def missing_package_message(err: ImportError, command: str = "this command") -> str | None:
-    """The one line for a missing offline-only package (:data:`OFFLINE_PACKAGES`), or None for any other."""
-    dist = OFFLINE_PACKAGES.get((err.name or "").split(".")[0])
-    if dist is None:
+def missing_package_message(err: ImportError, command: str = "this command", lab: bool = False) -> str | None:
+    """The one line for a package an extra provides (:data:`EXTRA_OF`), or None for any other.
+
+    ``lab``: the command is one of the lab's (``mgmatch.lab``), which names ``[lab]`` for what that extra holds.
+    """
+    top = (err.name or "").split(".")[0]
+    if top not in EXTRA_OF:
         return None
-    if dist == "ray":
-        return f"{command} needs ray, which is not installed here: pip install 'mgmatch[ray]'"
-    return (f"{command} needs {dist}, which is not installed here (the service image leaves out the training "
-            f"tools): use the full install, pip install mgmatch (with torch; see README)")
+    dist, extra = EXTRA_OF[top]
+    if lab and top in LAB_EXTRA:
+        extra = "lab"
+    what = {"train": "the training tools", "lab": "the lab's benchmarks and simulations",
+            "ray": "distributed labelling"}.get(extra, extra)
+    return (f"{command} needs {dist}, which is not installed here (pip install mgmatch leaves out {what}): "
+            f"pip install 'mgmatch[{extra}]'")
+
+
+def _is_lab_command(command: Any, args: list[str]) -> bool:
+    """Whether ``args`` name a command of the lab (its callback lives in ``mgmatch.lab``)."""
+    for arg in args:
+        sub = (getattr(command, "commands", None) or {}).get(arg)
+        if sub is None:
+            break
+        command = sub
+    return (getattr(getattr(command, "callback", None), "__module__", "") or "").startswith("mgmatch.lab")
 
 
 #: the OSErrors that mean a path the user gave cannot be used (the one line names the path); any other
@@ -148,7 +168,7 @@ def main(argv: list[str] | None = None, packages: tuple[str, ...] = SERVICE_COMM
         sys.stderr.write(f"mgmatch: {str(err).splitlines()[0]}\n")
         sys.exit(2)
     except ImportError as err:  # the service image has no torch, tqdm, …: the offline commands say so
-        message = missing_package_message(err, _command_name(command, args))
+        message = missing_package_message(err, _command_name(command, args), _is_lab_command(command, args))
         if message is None:
             raise
         sys.stderr.write(f"mgmatch: {message}\n")

@@ -60,6 +60,9 @@ class Settings(BaseSettings):
                                description="Retry-After of a 503 (store unreachable, solve pool full).")
     # --- workers
     metrics_port: int = Field(default=9100, ge=0, le=65535, description="Prometheus port of a worker process (0 = none).")
+    metrics_host: str = Field(default="0.0.0.0", min_length=1,
+                              description="Address a worker's Prometheus port binds (127.0.0.1: loopback only, "
+                                          "as on a host network).")
     worker_id: str | None = Field(default=None, description="Consumer name in the stream groups (default host-pid).")
     startup_wait_s: float = Field(default=60.0, ge=0, le=3600,
                                   description="A worker starting while Redis is unreachable waits this long for it "

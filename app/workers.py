@@ -119,7 +119,7 @@ class Harness:
         if port:
             from prometheus_client import start_http_server
 
-            start_http_server(port, registry=metrics.REGISTRY)
+            start_http_server(port, addr=self.rt.settings.metrics_host, registry=metrics.REGISTRY)
         threading.Thread(target=self._beat, daemon=True, name="heartbeat").start()
         metrics.WORKER_UP.labels(self.kind).set(1)
         log.info("%s worker %s up", self.kind, self.worker_id)

@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
-# Build the mgmatch wheel and smoke-test it as users install it (run by `make test`, so by CI):
-#   runtime — a fresh virtual environment with the wheel and its runtime dependencies (no extra);
-#   service — the service image's set: deploy/requirements-service.txt, then the wheel --no-deps.
+# Build the mgmatch wheel and smoke-test it as each role installs it (run by `make test`, so by CI):
+#   service — `pip install 'mgmatch[grpc]'` from the wheel, as the service image installs it: no torch;
+#   train   — `pip install 'mgmatch[train]'` from the wheel (torch pinned first, as `make install` does).
 # In each, tests/install/smoke.py (run by that environment's Python) checks the wheel's contents,
 # imports every module, solves a preset pool with every method (each answer checked by
-# `mgmatch check`) and drives `mgmatch serve` (/v1/solve, a ticket's lifecycle).
+# `mgmatch check`) and drives `mgmatch serve` (/v1/solve, a ticket's lifecycle); the service names
+# the extras of what it lacks, training fits, labels, trains a tiny predictor and exports it to ONNX.
 #
-# The environments live in .venv-smoke/ and are reused while pyproject.toml, the requirements
-# file and the Python version are unchanged (the wheel is reinstalled when its contents change);
-# with CI=true (or SMOKE_FRESH=1) they are always made from scratch.
-# Usage: scripts/install-smoke.sh [runtime|service ...]   (default: both)
+# The environments live in .venv-smoke/ and are reused while pyproject.toml and the Python version
+# are unchanged (the wheel is reinstalled when its contents change); with CI=true (or
+# SMOKE_FRESH=1) they are always made from scratch.
+# Usage: scripts/install-smoke.sh [service|train ...]   (default: both)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}                   # the interpreter the environments are made from
 BUILD_PY=${BUILD_PYTHON:-.venv/bin/python}  # builds the wheel: needs setuptools>=69 and wheel (the dev venv)
 SMOKE=.venv-smoke
-REQ=deploy/requirements-service.txt
 ENVS=("$@")
-[ ${#ENVS[@]} -gt 0 ] || ENVS=(runtime service)
+[ ${#ENVS[@]} -gt 0 ] || ENVS=(service train)
 t_start=$(date +%s)
 
 if [ "${CI:-}" = "true" ] || [ "${SMOKE_FRESH:-0}" = "1" ]; then
@@ -50,8 +50,11 @@ for n in sorted(z.namelist()):
 print(h.hexdigest())' "$WHEEL")
 echo "install smoke: built $(basename "$WHEEL") ($(du -k "$WHEEL" | cut -f1) KiB)"
 
+#: the extra each role installs with the wheel
+declare -A EXTRA=([service]=grpc [train]=train)
+
 deps_sum() {  # what an environment's dependencies are made from
-    { echo "$1"; "$PYTHON" -VV; cat pyproject.toml; [ "$1" = service ] && cat "$REQ"; cat /etc/xdg/pip/constraints.txt 2>/dev/null; } \
+    { echo "$1"; "$PYTHON" -VV; cat pyproject.toml; cat /etc/xdg/pip/constraints.txt 2>/dev/null; } \
         | sha256sum | cut -d' ' -f1
 }
 
@@ -72,15 +75,12 @@ prepare() {  # prepare <env>: a venv with the dependencies of <env> and the curr
         rm -rf "$venv"
         "$PYTHON" -m venv "$venv" || return 1
         pip_q "$log" "$venv/bin/python" -m pip install --upgrade pip || return 1
-        if [ "$env" = runtime ]; then
+        if [ "$env" = train ]; then
             # pinned first, as `make install` does: a looser torch requirement pulls a multi-GB CUDA build
             pip_q "$log" "$venv/bin/python" -m pip install torch==2.13.0 || return 1
-            pip_q "$log" "$venv/bin/python" -m pip install "$WHEEL" || return 1
-            "$venv/bin/python" -m pip check || return 1
-        else
-            pip_q "$log" "$venv/bin/python" -m pip install -r "$REQ" || return 1
-            pip_q "$log" "$venv/bin/python" -m pip install --no-deps "$WHEEL" || return 1
         fi
+        pip_q "$log" "$venv/bin/python" -m pip install "$WHEEL[${EXTRA[$env]}]" || return 1
+        "$venv/bin/python" -m pip check || return 1
         echo "$wheel_sum" > "$venv/.wheel"
         echo "$sum" > "$venv/.deps"
     elif [ "$(cat "$venv/.wheel" 2>/dev/null)" != "$wheel_sum" ]; then
@@ -93,7 +93,7 @@ prepare() {  # prepare <env>: a venv with the dependencies of <env> and the curr
 }
 
 for env in "${ENVS[@]}"; do
-    case $env in runtime|service) ;; *) echo "install smoke: unknown environment $env (runtime|service)"; exit 2;; esac
+    case $env in service|train) ;; *) echo "install smoke: unknown environment $env (service|train)"; exit 2;; esac
 done
 
 # the environments install side by side (mostly unpacking and disk), then the smokes run one after the other

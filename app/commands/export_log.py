@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import sys
 from datetime import UTC, datetime
@@ -34,15 +35,15 @@ def parse_since(text: str) -> float:
 @cli.command("export-log",
              help="Write the matches the service formed that have a posted result (POST /v1/matches/{id}/result) as "
                   "a match log (mgmatch-matchlog/v1, spec §5) for `mgmatch fit-engagement --logs`. Reads the "
-                  "shared store (--store redis); written to a temporary file and renamed when complete.")
+                  "shared store (Redis at --redis-url); written to a temporary file and renamed when complete.")
 def export_log_cmd(
     out: Annotated[Path, typer.Option(help="Output match log (JSON Lines); replaced only when complete.")],
     config: Annotated[Path | None, typer.Option(help="Service config (YAML) naming the pools (env MGMATCH_CONFIG; "
                                                      "default: the built-in pools).")] = None,
     store: Annotated[str | None, typer.Option(help="The store the service uses, as `serve` takes it: redis "
-                                                   "(env MGMATCH_STORE).")] = None,
-    redis_url: Annotated[str | None, typer.Option(help="Redis URL (env MGMATCH_REDIS_URL); keys under "
-                                                       "MGMATCH_KEY_PREFIX.")] = None,
+                                                   "(env MGMATCH_STORE; implied by a Redis URL).")] = None,
+    redis_url: Annotated[str | None, typer.Option(help="Redis URL (env MGMATCH_REDIS_URL); implies --store redis; "
+                                                       "keys under MGMATCH_KEY_PREFIX.")] = None,
     pool: Annotated[list[str] | None, typer.Option("--pool", help="Only this pool (repeat for several); default: "
                                                                   "every pool of the config.")] = None,
     since: Annotated[str | None, typer.Option(help="Only matches formed at or after this time (unix seconds or "
@@ -60,6 +61,8 @@ def export_log_cmd(
     if not out.parent.is_dir():
         fail(f"--out: no such folder {str(out.parent)!r}")
     t0 = parse_since(since) if since is not None else None
+    if store is None and not os.environ.get("MGMATCH_STORE") and (redis_url or os.environ.get("MGMATCH_REDIS_URL")):
+        store = "redis"  # a Redis URL names the shared store; only a store given outright overrides it
     try:
         settings = load_settings(config=config, store=store, redis_url=redis_url)
     except ValidationError as err:
@@ -67,7 +70,7 @@ def export_log_cmd(
         fail(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
     if settings.store != "redis":
         fail("--store: the memory store lives inside the serving process and ends with it; export-log reads a "
-             "shared store: give --store redis and --redis-url (or MGMATCH_STORE=redis)")
+             "shared store: give --redis-url (or MGMATCH_REDIS_URL), which implies --store redis")
     if pool:
         for p in pool:
             if not re.match(POOL_NAME, p):

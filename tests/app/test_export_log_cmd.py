@@ -90,3 +90,32 @@ def test_exports_the_pools_of_the_config_from_redis(tmp_path, capsys, redis_url,
                            "--pool", "3v3", "--since", repr(later))
     assert code == 0 and json.loads(stdout)["per_pool"] == {"3v3": 1}
     store.close()
+
+
+@pytest.mark.redis
+def test_a_redis_url_alone_implies_the_redis_store(tmp_path, capsys, redis_url, monkeypatch):
+    """`export-log --redis-url URL --out F` exited 2 asking for `--store redis` as well."""
+    url, prefix = redis_url
+    monkeypatch.setenv("MGMATCH_KEY_PREFIX", prefix)
+    store = RedisStore.from_url(url, prefix=prefix)
+    now = time.time()
+    ids = [store.create(Ticket(new_ticket_id("3v3"), "3v3", [{"id": f"u{s}", "features": [0.5] * 3}],
+                               now, now + 60))[0].id for s in "ab"]
+    assert store.claim("3v3", ids, "c0", now + 30)
+    mid = "3v3.c0-0-t"
+    rec = MatchRecord(mid, "3v3", [[{"id": "ua", "features": [0.5] * 3}], [{"id": "ub", "features": [0.5] * 3}]])
+    assert store.commit("3v3", "c0", ids, [], MatchResult(mid, [["ua"], ["ub"]], {ids[0]: 0, ids[1]: 1}), rec)
+    store.put_match_result("3v3", mid, {"engagement": 1.0})
+    out = tmp_path / "log.jsonl"
+    code, stdout, err = _run(capsys, "export-log", "--redis-url", url, "--out", str(out))
+    assert code == 0, err
+    assert json.loads(stdout)["per_pool"]["3v3"] == 1
+    assert [json.loads(x)["match_id"] for x in out.read_text().splitlines()] == [mid]
+    # the URL from the environment does the same
+    monkeypatch.setenv("MGMATCH_REDIS_URL", url)
+    code, stdout, err = _run(capsys, "export-log", "--out", str(out), "--pool", "3v3")
+    assert code == 0 and json.loads(stdout)["matches"] == 1, err
+    # a store given outright still wins: the memory store cannot be exported from outside the service
+    code, _, err = _run(capsys, "export-log", "--redis-url", url, "--store", "memory", "--out", str(out))
+    assert code == 2 and "--store" in err.strip().splitlines()[0], err
+    store.close()

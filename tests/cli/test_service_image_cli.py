@@ -21,7 +21,7 @@ from cli_helpers import one_line_error  # noqa: E402
 
 from mgmatch.app.store import MatchRecord, MatchResult, MemoryStore, Ticket, new_ticket_id
 
-#: the packages the service image leaves out (scripts/check-deps.py NOT_IN_IMAGE, less the ray extra)
+#: the packages the service (`pip install mgmatch`, the image) leaves out: the [train] extra's
 IMAGE_LACKS = ("torch", "torch_geometric", "onnx", "tqdm", "matplotlib")
 
 _ENTRY = ("import runpy, sys\n"
@@ -88,7 +88,7 @@ def test_offline_commands_without_torch_exit_2_naming_the_package(example_paths,
     msg = one_line_error(run_without(IMAGE_LACKS, "fit-engagement", "--logs", log, "--out", tmp_path / "e.json"))
     assert msg.startswith("mgmatch: fit-engagement needs torch") and "pip install mgmatch" in msg, msg
     msg = one_line_error(run_without(IMAGE_LACKS, "fit-engagement", "--preset", "3v3", "--out", tmp_path / "e.json"))
-    assert "needs torch" in msg and "README" in msg, msg
+    assert "needs torch" in msg and "pip install 'mgmatch[train]'" in msg, msg
     assert not (tmp_path / "e.json").exists()
 
     data = tmp_path / "labels"  # a real dataset of 2 labelled instances, labelled in the image
@@ -99,7 +99,27 @@ def test_offline_commands_without_torch_exit_2_naming_the_package(example_paths,
     assert msg.startswith("mgmatch: train needs torch") and "pip install mgmatch" in msg, msg
     # torch present, torch-geometric not: the message names the one that is missing
     msg = one_line_error(run_without(("torch_geometric",), "train", "--data", data, "--out", tmp_path / "model"))
-    assert "needs torch-geometric" in msg, msg
+    assert "needs torch-geometric" in msg and "mgmatch[train]" in msg, msg
+
+
+@pytest.mark.service
+def test_a_training_command_without_matplotlib_names_the_train_extra(tmp_path):
+    msg = one_line_error(run_without(("matplotlib",), "fit-engagement", "--preset", "3v3", "--matches", "60",
+                                     "--players", "60", "--holdout", "20", "--epochs", "1", "--quiet",
+                                     "--out", tmp_path / "e.json", "--plot", tmp_path / "p.png"))
+    assert "needs matplotlib" in msg and "mgmatch[train]" in msg, msg
+
+
+def test_a_lab_command_names_the_lab_extra_for_what_it_holds():
+    """matplotlib is in both extras: a lab command names the lab's, a training command the training's."""
+    from mgmatch.app.cli import missing_package_message
+
+    err = ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib")
+    assert missing_package_message(err, "bench quality", lab=True).endswith("pip install 'mgmatch[lab]'")
+    assert missing_package_message(err, "fit-engagement").endswith("pip install 'mgmatch[train]'")
+    torch = ModuleNotFoundError("No module named 'torch'", name="torch")
+    assert missing_package_message(torch, "bench quality", lab=True).endswith("pip install 'mgmatch[train]'")
+    assert missing_package_message(ModuleNotFoundError("x", name="numpy"), "solve") is None
 
 
 @pytest.mark.service

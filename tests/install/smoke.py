@@ -1,25 +1,30 @@
 """Smoke test of an installed mgmatch wheel, run by the virtual environment's own Python.
 
 Not a pytest module (pytest collects ``test_*.py`` only): ``scripts/install-smoke.sh`` builds the
-wheel, installs it in a fresh environment and runs::
+wheel, installs it in a fresh environment per role and runs::
 
-    <venv>/bin/python tests/install/smoke.py --env runtime|service --wheel W --work DIR [--spec FILE]
+    <venv>/bin/python tests/install/smoke.py --env service|train --wheel W --work DIR [--spec FILE]
 
-``--env runtime``: the wheel with its runtime dependencies (no extra). ``--env service``: the
-service image's set (``deploy/requirements-service.txt``) plus the wheel with ``--no-deps``, so no
-torch. Checks, each reported on one line:
+``--env service``: ``pip install 'mgmatch[grpc]'`` from the wheel, as the service image installs it:
+no torch. ``--env train``: ``pip install 'mgmatch[train]'`` (torch, torch-geometric, onnx, matplotlib,
+tqdm), without the grpc extra. Checks, each reported on one line:
 
 - the wheel holds every module and every package-data file of the source tree;
 - every module of the installed package imports, except those listed below that need what the
-  environment lacks on purpose (torch in the image, the grpc extra in a plain install): each of
-  those must fail with ``ModuleNotFoundError`` for exactly that package;
+  role leaves out on purpose (torch in the service, grpcio in training): each of those must fail with
+  ``ModuleNotFoundError`` for exactly that package;
 - ``mgmatch solve --method M`` for every method ``mgmatch solve --help`` lists (the shipped
   predictors for mgmatch/bgcn) on a preset pool made by ``mgmatch generate``, each answer accepted
   by ``mgmatch check``;
 - ``mgmatch serve`` as a process (service: on the Redis store at ``--redis-url`` when one answers,
-  with gRPC; runtime: in-memory): ``/v1/solve`` on the spec example (the spec's optimum, accepted by
+  with gRPC; train: in-memory): ``/v1/solve`` on the spec example (the spec's optimum, accepted by
   ``mgmatch check``), six tickets matched into one 3v3 match, another ticket cancelled, and no
-  traceback in its log; without the grpc extra, ``serve --grpc-port`` ends with exit 2 and one line.
+  traceback in its log;
+- service: a training command exits 2 with one line naming the extra to install;
+- train: without the grpc extra, ``serve --grpc-port`` ends with exit 2 and one line; then the
+  training path end to end on a small scale: ``fit-engagement`` (a simulated log, with its plot),
+  ``label`` (exact optima), ``train`` (a tiny predictor, exported to ONNX and checked against torch
+  by the command), and ``solve --method mgmatch --predictor`` with that model.
 
 Exit status 0 when every check passed; the last line is a summary.
 """
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib
+import importlib.util
 import json
 import os
 import pkgutil
@@ -66,12 +72,16 @@ GRPC_MODULES = {
 }
 #: per environment: module → the top-level package whose absence it must report
 EXPECTED_MISSING = {
-    "runtime": dict.fromkeys(GRPC_MODULES, "grpc"),
     "service": dict.fromkeys(TORCH_MODULES, "torch"),
+    "train": dict.fromkeys(GRPC_MODULES, "grpc"),
 }
+#: packages a role must not have at all (the others may come in through a dependency)
+ABSENT = {"service": ("torch",), "train": ("grpc",)}
 #: the spec example, relative to the repository (docs/spec carries the spec and its examples)
 SPEC_EXAMPLE = "docs/spec/examples/instance-3v3-small.json"
 SOLVE_LIMIT_MS = 500
+#: methods made for large lobbies only (solvers/lobby.py): smoke-tested on a generated ffa-32 pool
+LARGE_LOBBY_METHODS = {"lobby"}
 
 
 class Checks:
@@ -160,7 +170,8 @@ def check_imports(env: str) -> str:
     where = Path(mgmatch.__file__).resolve()
     if not where.is_relative_to(Path(sys.prefix).resolve()):
         raise AssertionError(f"mgmatch imported from {where}, not from the environment {sys.prefix}")
-    expected = EXPECTED_MISSING[env]
+    expected = {name: pkg for name, pkg in EXPECTED_MISSING[env].items()
+                if pkg in ABSENT[env] or importlib.util.find_spec(pkg) is None}
     names: list[str] = []
     walk_errors: list[str] = []
     for mod in pkgutil.walk_packages(mgmatch.__path__, "mgmatch.", onerror=walk_errors.append):
@@ -196,12 +207,12 @@ def check_imports(env: str) -> str:
     return f"{len(names) - failed_ok} modules imported, {failed_ok} failed as expected (no {', '.join(sorted(set(expected.values())))})"
 
 
-def check_no_torch() -> str:
-    try:
-        import torch  # noqa: F401
-    except ModuleNotFoundError:
-        return "torch is not installed"
-    raise AssertionError("torch is importable in the service image's environment")
+def check_absent(env: str) -> str:
+    """What the role leaves out is not installed at all (torch in the service, grpcio in training)."""
+    present = [pkg for pkg in ABSENT[env] if importlib.util.find_spec(pkg) is not None]
+    if present:
+        raise AssertionError(f"{', '.join(present)} importable in the {env} environment")
+    return f"{', '.join(ABSENT[env])} not installed"
 
 
 # --------------------------------------------------------------------------- solve and check
@@ -436,6 +447,64 @@ def check_ticket_lifecycle(srv: Server, pool_instance: Path) -> str:
     return f"match {next(iter(matches))} ({done[0]['match'].get('method')}), ticket {extra['id']} cancelled"
 
 
+def check_extra_named(work: Path, args: list[str], extra: str, package: str) -> str:
+    """A command needing what this role lacks ends with exit 2 and one line naming the extra to install."""
+    proc = cli(*args, cwd=work, ok=False, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    if proc.returncode != 2 or len(lines) != 1 or f"needs {package}" not in lines[0] \
+            or f"mgmatch[{extra}]" not in lines[0]:
+        raise AssertionError(f"mgmatch {' '.join(args)}: exit {proc.returncode}, stderr {proc.stderr.strip()[-400:]!r}")
+    return lines[0]
+
+
+def check_training(work: Path) -> Callable[[], str]:
+    """The training path on a small scale, each step a command of the installed wheel."""
+    train = work / "train"
+
+    def fit() -> str:
+        train.mkdir()
+        out = json.loads(cli("fit-engagement", "--preset", "3v3", "--matches", "400", "--players", "200",
+                             "--holdout", "100", "--epochs", "3", "--seed", "0", "--quiet", "--out",
+                             str(train / "engagement.json"), "--plot", str(train / "fit.png"), cwd=work,
+                             timeout=300).stdout)
+        if not (train / "fit.png").read_bytes().startswith(b"\x89PNG"):
+            raise AssertionError("fit-engagement --plot wrote no PNG")
+        return f"holdout r2 {out['holdout']['r2']}, {out['seconds']['total']} s"
+
+    def label() -> str:
+        pools = train / "pools"
+        cli("generate", "--preset", "3v3", "--count", "6", "--seed", "3", "--out", str(pools), cwd=work)
+        (pools / "engagement.json").unlink()  # the fitted model labels them, not the preset's
+        out = json.loads(cli("label", "--instances", str(pools), "--engagement", str(train / "engagement.json"),
+                             "--out", str(train / "labels"), "--workers", "1", "--no-progress", cwd=work,
+                             timeout=300).stdout)
+        if out["labelled"] != 6 or out["optimal"] != 6:
+            raise AssertionError(f"label: {out}")
+        return f"{out['optimal']} of 6 optimal"
+
+    def train_export() -> str:
+        side = json.loads(cli("train", "--data", str(train / "labels"), "--out", str(train / "model"), "--epochs",
+                              "2", "--hidden", "16", "--rounds", "1", "--quiet", cwd=work, timeout=300).stdout)
+        onnx_file = train / "model" / "model.onnx"
+        if not onnx_file.is_file() or side.get("parity_max_abs", 1.0) > 1e-4:
+            raise AssertionError(f"train: no ONNX export or no parity with torch: {side}")
+        import onnxruntime
+
+        onnxruntime.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+        return f"{side['version']}, ONNX {onnx_file.stat().st_size} bytes, parity {side['parity_max_abs']:.1e}"
+
+    def solve_with_it() -> str:
+        inst = train / "pools" / "instance-00000.json"
+        proc = cli("solve", str(inst), "--engagement", str(train / "engagement.json"), "--method", "mgmatch",
+                   "--predictor", str(train / "model" / "model.onnx"), "--time-limit-ms", "2000", cwd=work)
+        sol = json.loads(proc.stdout)
+        if sol.get("status") not in ("optimal", "feasible"):
+            raise AssertionError(f"solve with the trained predictor: {sol}")
+        return f"{sol['status']}, objective {sol['objective']:.4f}"
+
+    return fit, label, train_export, solve_with_it
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -460,11 +529,10 @@ def main(argv: list[str] | None = None) -> int:
 
     checks.run("wheel holds every module and data file", lambda: check_wheel(args.wheel.resolve(), args.source))
     checks.run("every installed module imports", lambda: check_imports(args.env))
-    if args.env == "service":
-        checks.run("no torch in the service environment", check_no_torch)
+    checks.run(f"what the {args.env} role leaves out is not installed", lambda: check_absent(args.env))
 
-    pools = {"3v3": work / "pool-3v3", "12v12": work / "pool-12v12"}
-    made = checks.run("mgmatch generate (3v3, 12v12)", lambda: "; ".join(
+    pools = {"3v3": work / "pool-3v3", "12v12": work / "pool-12v12", "ffa-32": work / "pool-ffa-32"}
+    made = checks.run("mgmatch generate (3v3, 12v12, ffa-32)", lambda: "; ".join(
         cli("generate", "--preset", p, "--count", "1", "--seed", "7", "--out", str(d), cwd=work).stdout or str(d)
         for p, d in pools.items()))
     found: list[str] = []
@@ -481,7 +549,11 @@ def main(argv: list[str] | None = None) -> int:
     checks.run("mgmatch solve --help lists every method", read_methods)
     if made:
         inst3 = pools["3v3"] / "instance-00000.json"
-        jobs = [(inst3, m) for m in found] + [(pools["12v12"] / "instance-00000.json", m) for m in ("mgmatch", "bgcn")]
+        # each method on a pool it is made for: the large-lobby search on a free-for-all lobby (it answers
+        # no_solution where a pool's rules need role slots), every other one on the 3v3 pool
+        lobby = pools["ffa-32"] / "instance-00000.json"
+        jobs = ([(lobby if m in LARGE_LOBBY_METHODS else inst3, m) for m in found]
+                + [(pools["12v12"] / "instance-00000.json", m) for m in ("mgmatch", "bgcn")])
         with ThreadPoolExecutor(max_workers=2) as ex:
             futures = {(i, m): ex.submit(solve_and_check, work, i, m) for i, m in jobs}
             for (inst, m), fut in futures.items():
@@ -508,8 +580,16 @@ def main(argv: list[str] | None = None) -> int:
             checks.run("mgmatch serve stops cleanly, no traceback", srv.stop)
             if store is not None:
                 checks.run("the smoke's Redis keys deleted", lambda: drop_keys(store))
-        if args.env == "runtime":
+        if args.env == "service":
+            checks.run("a training command names [train]", lambda: check_extra_named(
+                work, ["fit-engagement", "--preset", "3v3", "--out", str(work / "e.json")], "train", "torch"))
+        if args.env == "train":
             checks.run("serve --grpc-port without the grpc extra: exit 2, one line", lambda: check_grpc_needs_extra(work))
+            fit, label, train_export, solve_with_it = check_training(work)
+            if checks.run("fit-engagement: a simulated log, its plot", fit) and checks.run(
+                    "label: exact optima of 6 pools", label) and checks.run(
+                    "train: a tiny predictor exported to ONNX", train_export):
+                checks.run("solve --method mgmatch with the trained predictor + check", solve_with_it)
 
     total = len(checks.passed) + len(checks.failed)
     took = time.perf_counter() - t0
