@@ -28,6 +28,11 @@ A ticket is *lost* when the API accepted it, Redis kept it (everything acknowled
 flush up to the flush, everything after it to the end), and it did not end matched: it reads 404,
 expired, or is still queued/proposed when the run gives up. Tickets left queued at the end only
 because fewer players than one match remain are *leftover*, not lost.
+
+Over 600 lines: one run owns the processes it starts, the ingest, the kill schedule and the final
+accounting; they share the run's state (the tickets accepted before and after the flush, the
+processes to restart, the timings) and are read top to bottom as one scenario. The pure checks
+over the results live apart, in :mod:`mgmatch.lab.chaos_checks`.
 """
 
 from __future__ import annotations
