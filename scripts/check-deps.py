@@ -54,11 +54,10 @@ DIST_OF = {
 INDIRECT = {
     "onnx": "torch.onnx.export imports it at run time (models/export.py); torch does not declare it",
     "onnxruntime-gpu": "installs the module onnxruntime with the CUDA provider, in place of the CPU build",
-    "mkdocs": "make docs runs its command line (mkdocs build --strict); no module of ours imports it",
-    "mkdocs-material": "the docs site's theme (mkdocs.yml theme: material), loaded by mkdocs",
 }
-#: extras that are not a role of their own: the test suite's tools (checked by the tests, not here)
-NOT_A_ROLE = {"dev"}
+#: extras that are not a role of their own: the test suite's tools (checked by the tests, not here) and the
+#: docs site's (make docs runs mkdocs and its theme; no module of ours imports them)
+NOT_A_ROLE = {"dev", "docs"}
 
 
 def canonical(name: str) -> str:

@@ -82,7 +82,7 @@ def _not_chain(depth: int):
     (_solve_with(rules=[{"kind": "if", "when": _not_chain(limits.MAX_CONDITION_DEPTH + 1),
                          "then": {"terms": [["p02", 0, 1]], "sense": "<=", "rhs": 1}}]), "rules[0].when"),
     (_solve_with(rules=[{"kind": "skill_balance", "max_diff": 1e300}]), "rules[0].max_diff"),
-    (_solve_with(teams=17), "teams"),
+    (_solve_with(teams=limits.MAX_TEAMS + 1), "teams"),
     (_solve_with(team_size=1000), "team_size"),
 ])
 def test_solve_bounds_are_422_naming_the_field(server, body, field):

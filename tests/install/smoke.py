@@ -64,6 +64,7 @@ TORCH_MODULES = {
     "mgmatch.models.train",
     "mgmatch.pipeline.fit_engagement",
     "mgmatch.pipeline.train",
+    "mgmatch.pipeline.refit",
 }
 #: modules that need the grpc extra (grpcio), absent from a plain install
 GRPC_MODULES = {
