@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from mgmatch.app.cli import bench_app, fail, seed_option
+from mgmatch.app.cli import bench_app, seed_option
+from mgmatch.lab.bench_io import check_json_out, report, run_bench
 
 
 @bench_app.command("ratings", help="Rate random matches' players from their outcome (openskill Plackett–Luce, once "
@@ -27,23 +26,8 @@ def bench_ratings_cmd(
                                                 "a fresh prefix, deleted after).")] = "redis://127.0.0.1:6379/0",
     json_file: Annotated[Path | None, typer.Option("--json", help="Write the JSON results here.")] = None,
 ) -> None:
-    from mgmatch.app.store import StoreUnavailable
-    from mgmatch.core.errors import InvalidInput
     from mgmatch.lab.ratings_bench import run_ratings_bench
 
-    if json_file is not None and not json_file.parent.is_dir():
-        fail(f"--json: no directory {json_file.parent}")
-    try:
-        res = run_ratings_bench(store, matches, team_size, players, threads, seed, repeat_share, redis_url)
-    except InvalidInput as err:
-        fail(f"--{err.field.replace('_', '-')}: {err.message}")
-    except StoreUnavailable as err:
-        fail(f"--redis-url: {err}")
-    if json_file is not None:
-        try:
-            json_file.write_text(json.dumps(res.to_json(), indent=1, allow_nan=False))
-        except OSError as err:
-            fail(f"--json: cannot write {json_file}: {err.strerror}")
-    sys.stdout.write(res.markdown())
-    if not res.ok:
-        raise typer.Exit(1)
+    check_json_out(json_file)
+    res = run_bench(lambda: run_ratings_bench(store, matches, team_size, players, threads, seed, repeat_share, redis_url))
+    report(res, json_file, ok=res.ok)

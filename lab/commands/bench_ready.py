@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from mgmatch.app.cli import bench_app, fail, seed_option
+from mgmatch.lab.bench_io import check_json_out, report, run_bench
 
 
 @bench_app.command("ready", help="Matchmaker ticks on a built-in pool with a ready check; players accept or "
@@ -25,25 +24,10 @@ def bench_ready_cmd(
     max_s: Annotated[float, typer.Option(help="Upper bound on the run (s).")] = 300.0,
     json_file: Annotated[Path | None, typer.Option("--json", help="Write the JSON results here.")] = None,
 ) -> None:
-    from mgmatch.app.store import StoreUnavailable
-    from mgmatch.core.errors import InvalidInput
     from mgmatch.lab.ready_bench import run_ready_bench
 
-    if json_file is not None and not json_file.parent.is_dir():
-        fail(f"--json: no directory {json_file.parent}")
+    check_json_out(json_file)
     if not 0 < max_s <= 86_400:
         fail(f"--max-s: must be in (0, 86400], got {max_s}")
-    try:
-        res = run_ready_bench(pool, store, tickets, decline_share, seed, redis_url, max_s)
-    except InvalidInput as err:
-        fail(f"--{err.field.replace('_', '-')}: {err.message}")
-    except StoreUnavailable as err:
-        fail(f"--redis-url: {err}")
-    if json_file is not None:
-        try:
-            json_file.write_text(json.dumps(res.to_json(), indent=1, allow_nan=False))
-        except OSError as err:
-            fail(f"--json: cannot write {json_file}: {err.strerror}")
-    sys.stdout.write(res.markdown())
-    if not res.ok:
-        raise typer.Exit(1)
+    res = run_bench(lambda: run_ready_bench(pool, store, tickets, decline_share, seed, redis_url, max_s))
+    report(res, json_file, ok=res.ok)
