@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -180,3 +181,39 @@ def queued_tickets(store, n, pool="p", ttl=60.0, start=0) -> list[str]:
         assert created
         out.append(stored.id)
     return out
+
+
+@contextlib.contextmanager
+def served_grpc(tmp_path: Path, **env: str):
+    """``mgmatch serve`` with HTTP and gRPC on free ports (in-memory store, embedded workers, ``env`` added):
+    yields (the gRPC stub, the HTTP URL) once both answer; the process is stopped afterwards."""
+    import grpc
+
+    from mgmatch.app.rpc import matchmaker_pb2_grpc as pb_grpc
+
+    http_port, grpc_port = free_port(), free_port()
+    env = {**os.environ, "MGMATCH_CONFIG": str(service_config(tmp_path)), "OMP_NUM_THREADS": "1", **env}
+    proc = subprocess.Popen([sys.executable, "-c", "from mgmatch.cli import main; main()", "serve",
+                             "--port", str(http_port), "--grpc-port", str(grpc_port)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+    try:
+        grpc.channel_ready_future(channel).result(timeout=60)
+        url = f"http://127.0.0.1:{http_port}"
+        with client(url) as c:  # gRPC can answer before uvicorn has bound its port
+            poll(lambda: _healthy(c), timeout=60)
+        yield pb_grpc.MatchmakerStub(channel), url
+    finally:
+        channel.close()
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _healthy(c) -> bool:
+    try:
+        return c.get("/healthz").status_code == 200
+    except httpx.TransportError:
+        return False

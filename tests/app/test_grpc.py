@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 grpc = pytest.importorskip("grpc", reason="the grpc extra is not installed")
 
 sys.path.insert(0, str(Path(__file__).parent))
-from svc_helpers import SPEC_EXAMPLES, client, features, free_port, poll, service_config  # noqa: E402
+from svc_helpers import SPEC_EXAMPLES, client, features, poll, served_grpc, service_config  # noqa: E402
 
 from mgmatch.app.grpc_server import instance_json, start_grpc  # noqa: E402
 from mgmatch.app.rpc import matchmaker_pb2 as pb  # noqa: E402
@@ -40,34 +39,8 @@ def _instance_message(obj: dict) -> pb.Instance:
 @pytest.fixture
 def served(tmp_path):
     """`mgmatch serve` with HTTP and gRPC on free ports (in-memory store, embedded workers)."""
-    http_port, grpc_port = free_port(), free_port()
-    env = {**os.environ, "MGMATCH_CONFIG": str(service_config(tmp_path)), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", "from mgmatch.cli import main; main()", "serve",
-                             "--port", str(http_port), "--grpc-port", str(grpc_port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
-    try:
-        grpc.channel_ready_future(channel).result(timeout=60)
-        url = f"http://127.0.0.1:{http_port}"
-        with client(url) as c:  # gRPC can answer before uvicorn has bound its port
-            poll(lambda: _answers(c), timeout=60)
-        yield pb_grpc.MatchmakerStub(channel), url
-    finally:
-        channel.close()
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def _answers(c) -> bool:
-    import httpx
-
-    try:
-        return c.get("/healthz").status_code == 200
-    except httpx.TransportError:
-        return False
+    with served_grpc(tmp_path) as both:
+        yield both
 
 
 def _code(fn, *args) -> tuple[grpc.StatusCode, str]:

@@ -3,8 +3,6 @@ ids and payloads as the SSE routes, resume after an id, ownership and bad input.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -14,10 +12,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from sse_helpers import Listener  # noqa: E402
-from svc_helpers import client, features, free_port, poll, service_config  # noqa: E402
+from svc_helpers import features, served_grpc  # noqa: E402
 
 from mgmatch.app.rpc import matchmaker_pb2 as pb  # noqa: E402
-from mgmatch.app.rpc import matchmaker_pb2_grpc as pb_grpc  # noqa: E402
 
 pytestmark = pytest.mark.service  # a real `mgmatch serve` process
 
@@ -27,35 +24,8 @@ KEYS = [("x-api-key", "k1")]
 @pytest.fixture
 def served(tmp_path):
     """`mgmatch serve` with HTTP and gRPC on free ports (in-memory store, embedded workers, API keys k1, k2)."""
-    http_port, grpc_port = free_port(), free_port()
-    env = {**os.environ, "MGMATCH_CONFIG": str(service_config(tmp_path)), "OMP_NUM_THREADS": "1",
-           "MGMATCH_API_KEYS": "k1,k2", "MGMATCH_STORE": "memory"}
-    proc = subprocess.Popen([sys.executable, "-c", "from mgmatch.cli import main; main()", "serve",
-                             "--port", str(http_port), "--grpc-port", str(grpc_port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
-    try:
-        grpc.channel_ready_future(channel).result(timeout=60)
-        url = f"http://127.0.0.1:{http_port}"
-        with client(url) as c:
-            poll(lambda: _answers(c), timeout=60)
-        yield pb_grpc.MatchmakerStub(channel), url
-    finally:
-        channel.close()
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def _answers(c) -> bool:
-    import httpx
-
-    try:
-        return c.get("/healthz").status_code == 200
-    except httpx.TransportError:
-        return False
+    with served_grpc(tmp_path, MGMATCH_API_KEYS="k1,k2", MGMATCH_STORE="memory") as both:
+        yield both
 
 
 def _collect(stream, out: list, until) -> threading.Thread:
