@@ -139,19 +139,22 @@ def shipped_predictor_problem(name: str = "3v3") -> str | None:
 
 
 class SpareRedis:
-    """A redis-server of the test's own on a free port, without persistence (a restart loses everything)."""
+    """A redis-server of the test's own on a free port: without persistence (a restart loses everything), or
+    with ``aof_dir`` an append-only file there, fsynced on every write (a restart keeps every write)."""
 
-    def __init__(self):
+    def __init__(self, aof_dir: Path | None = None):
         self.exe = shutil.which("redis-server")
-        self.port, self.proc = free_port(), None
+        self.port, self.proc, self.aof_dir = free_port(), None, aof_dir
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        persistence = (["--dir", str(self.aof_dir), "--appendonly", "yes", "--appendfsync", "always"]
+                       if self.aof_dir is not None else ["--appendonly", "no"])
         self.proc = subprocess.Popen([self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                      *persistence], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         poll(self.pings, timeout=20)
 
     def pings(self) -> bool:

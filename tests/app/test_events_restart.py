@@ -7,51 +7,20 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-import redis
 
 sys.path.insert(0, str(Path(__file__).parent))
 from sse_helpers import Reconnecting  # noqa: E402
-from svc_helpers import ServeProcess, features, free_port, poll, service_config  # noqa: E402
+from svc_helpers import ServeProcess, SpareRedis, features, poll, service_config  # noqa: E402
 
 from mgmatch.app.store import RedisStore, Ticket, new_ticket_id
 
 pytestmark = [pytest.mark.redis, pytest.mark.service]
-
-
-class PersistentRedis:
-    """redis-server on a free port with AOF (fsync always) in ``folder``: a restart keeps its data."""
-
-    def __init__(self, folder: Path):
-        self.exe, self.folder, self.port, self.proc = shutil.which("redis-server"), folder, free_port(), None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen([self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
-                                      str(self.folder), "--appendonly", "yes", "--appendfsync", "always",
-                                      "--save", ""], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        poll(self._pings, timeout=20)
-
-    def _pings(self) -> bool:
-        try:
-            return bool(redis.Redis.from_url(self.url, socket_connect_timeout=0.5).ping())
-        except redis.RedisError:
-            return False
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(20)
-            self.proc = None
 
 
 def _create(url: str, pid: str, i: int) -> str:
@@ -70,7 +39,7 @@ def _create(url: str, pid: str, i: int) -> str:
 def test_no_event_missed_across_an_api_kill_and_a_redis_restart(tmp_path):
     if shutil.which("redis-server") is None:
         pytest.skip("no redis-server binary")
-    rds = PersistentRedis(tmp_path)
+    rds = SpareRedis(aof_dir=tmp_path)  # AOF, fsync always: a restart keeps the events stream
     rds.start()
     cfg = service_config(tmp_path)
     args = ["--config", cfg, "--store", "redis", "--redis-url", rds.url]
