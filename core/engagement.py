@@ -76,14 +76,11 @@ class EngagementModel(BaseModel):
                     raise InvalidInput(f"feature_scale[{k}]", f"must not be 0 (|scale| ≥ {MIN_ABS_SCALE:g})")
         if self.team_pool is not None and self.team_layers is None:
             raise InvalidInput("team_pool", "only a model with team_layers (the set form) pools teams")
-        if self.team_layers is not None:
-            from .engagement_sets import check_shapes
-
-            check_shapes(self)
-            self._views()
-            return self
+        # the widths chain player stack → (dense: the D team sums concatenated | set form: the team stack,
+        # its outputs pooled) → head, which ends in one output
+        set_form = self.team_layers is not None
         width = self.feature_dim
-        for stack in ("player_layers", "head_layers"):
+        for stack in ("player_layers", "team_layers", "head_layers") if set_form else ("player_layers", "head_layers"):
             for k, layer in enumerate(getattr(self, stack)):
                 w = layer.weight
                 if not w:
@@ -95,7 +92,7 @@ class EngagementModel(BaseModel):
                 if len(layer.bias) != len(w):
                     raise InvalidInput(f"{stack}[{k}].bias", f"must have {len(w)} numbers, got {len(layer.bias)}")
                 width = len(w)
-            if stack == "player_layers":
+            if stack == "player_layers" and not set_form:
                 width = width * self.teams
         if width != 1:
             raise InvalidInput(f"head_layers[{len(self.head_layers) - 1}].weight",

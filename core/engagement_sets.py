@@ -23,37 +23,11 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from .errors import InvalidInput
-
 if TYPE_CHECKING:  # pragma: no cover
     from .engagement import EngagementModel
 
 TeamPool = Literal["sum", "mean"]
 TEAM_POOLS = ("sum", "mean")
-
-
-def check_shapes(model: EngagementModel) -> None:
-    """The widths of a set-form model chain: player stack → team stack → head ending in one output.
-
-    Raises:
-        InvalidInput: naming the first layer whose shape breaks the chain.
-    """
-    width = model.feature_dim
-    for stack in ("player_layers", "team_layers", "head_layers"):
-        for k, layer in enumerate(getattr(model, stack)):
-            w = layer.weight
-            if not w:
-                raise InvalidInput(f"{stack}[{k}].weight", f"must be [out][{width}], got no rows")
-            for r, row in enumerate(w):
-                if len(row) != width:
-                    raise InvalidInput(f"{stack}[{k}].weight[{r}]",
-                                       f"has {len(row)} numbers; the layer's input is {width} wide")
-            if len(layer.bias) != len(w):
-                raise InvalidInput(f"{stack}[{k}].bias", f"must have {len(w)} numbers, got {len(layer.bias)}")
-            width = len(w)
-    if width != 1:
-        raise InvalidInput(f"head_layers[{len(model.head_layers) - 1}].weight",
-                           f"the last head layer must have exactly one output, got {width}")
 
 
 def team_weights(model: EngagementModel) -> list[tuple[np.ndarray, np.ndarray]]:
