@@ -618,16 +618,7 @@ class _Lobby:
             ok &= np.where(a >= 0, counts[np.maximum(a, 0)] + d >= need, True)
             ok &= np.where(b >= 0, counts[np.maximum(b, 0)] - d >= need, True)
         if self.balance is not None:
-            sk = np.append(self.skill, 0.0)
-            sums = np.bincount(cur[cur >= 0], weights=self.skill[cur >= 0], minlength=self.D)
-            d = sk[B].sum(1) - sk[A].sum(1)
-            size = self.sizes.astype(float)
-            means = np.broadcast_to(sums / size, (len(a), self.D)).copy()
-            rows = np.arange(len(a))
-            on = a >= 0
-            means[rows[on], a[on]] += d[on] / size[a[on]]
-            on = b >= 0
-            means[rows[on], b[on]] -= d[on] / size[b[on]]
+            means = self._team_means_after(cur, a, b, A, B)
             ok &= means.max(1) - means.min(1) <= self.balance + 1e-6 * max(1.0, abs(self.balance))
         return ok
 
@@ -746,6 +737,20 @@ class _Lobby:
             pace = max(pace * 0.7, time.perf_counter() - t0)
         return best, best_val, {"iterations": iters, "moves": taken, "kicks": kicks}
 
+    def _team_means_after(self, cur, a, b, A, B) -> np.ndarray:
+        """Each team's mean skill after each move (A goes a → b, B goes b → a; −1 is the bench) — float [M, D]."""
+        sk = np.append(self.skill, 0.0)
+        sums = np.bincount(cur[cur >= 0], weights=self.skill[cur >= 0], minlength=self.D)
+        d = sk[B].sum(1) - sk[A].sum(1)
+        size = self.sizes.astype(float)
+        means = np.broadcast_to(sums / size, (len(a), self.D)).copy()
+        rows = np.arange(len(a))
+        on = a >= 0
+        means[rows[on], a[on]] += d[on] / size[a[on]]
+        on = b >= 0
+        means[rows[on], b[on]] -= d[on] / size[b[on]]
+        return means
+
     def _role_deficit(self, cur: np.ndarray, a: np.ndarray, b: np.ndarray, A: np.ndarray,
                       B: np.ndarray) -> np.ndarray:
         """Members missing from the role minimums after each move, summed over teams and rules: [M]."""
@@ -774,16 +779,7 @@ class _Lobby:
         out += include_weight * (incl + np.where(b < 0, ia - ib, 0) + np.where(a < 0, ib - ia, 0))
         out += self._role_deficit(cur, a, b, A, B)
         if self.balance is not None:
-            sk = np.append(self.skill, 0.0)
-            sums = np.bincount(cur[cur >= 0], weights=self.skill[cur >= 0], minlength=self.D)
-            d = sk[B].sum(1) - sk[A].sum(1)
-            size = self.sizes.astype(float)
-            means = np.broadcast_to(sums / size, (len(a), self.D)).copy()
-            rows = np.arange(len(a))
-            on = a >= 0
-            means[rows[on], a[on]] += d[on] / size[a[on]]
-            on = b >= 0
-            means[rows[on], b[on]] -= d[on] / size[b[on]]
+            means = self._team_means_after(cur, a, b, A, B)
             excess = means.max(1) - means.min(1) - self.balance - tolerance(self.balance)
             out += np.where(excess > 0, 1.0 + excess / max(self.balance, 1.0), 0.0)
         return out
