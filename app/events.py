@@ -120,6 +120,15 @@ def entry_ms(entry_id: str) -> float:
     return int(entry_id.partition("-")[0]) / 1000
 
 
+def observe(transport: str, step: str, entry_ids: list[str], now: float | None = None) -> None:
+    """Time from commit to ``step`` of these entries into ``mgmatch_events_push_seconds`` (where a push's
+    latency goes: the log read, then the send)."""
+    now = time.time() if now is None else now
+    h = metrics.EVENT_PUSH_SECONDS.labels(transport, step)
+    for eid in entry_ids:
+        h.observe(max(0.0, now - entry_ms(eid)))
+
+
 def _key(entry_id: str) -> tuple[int, int]:
     ms, _, seq = entry_id.partition("-")
     return int(ms), int(seq or 0)
@@ -189,6 +198,7 @@ async def watch_ticket(store: Store, t: Ticket, after: str | None,
         if not mine:
             yield None
             continue
+        observe("sse", "read", [eid for eid, _ in mine])
         current = await store.aget(t.id)
         for ev in _events(mine, {t.id: current}, pool, None):
             yield ev
@@ -214,6 +224,7 @@ async def watch_pool(store: Store, pool: str, owner: str | None, after: str | No
             yield None
             continue
         cursor = entries[-1][0]
+        observe("sse", "read", [eid for eid, _ in entries])
         tickets = await asyncio.to_thread(_tickets, store, pool, entries, cache)
         out = _events(entries, tickets, pool, owner)
         for ev in out:
@@ -299,6 +310,8 @@ async def sse_stream(events: AsyncIterator[Event | None], heartbeat_s: float = H
                 continue
             last = time.monotonic()
             yield ev.sse()
+            if ev.type != RESYNC:
+                observe("sse", "sent", [ev.id])
     except Exception as err:
         if on_error is None:
             raise

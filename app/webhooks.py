@@ -49,6 +49,9 @@ logging.getLogger("httpx").setLevel(logging.WARNING)
 CLAIM_IDLE_MS = 30_000
 #: senders per receiver
 SENDERS = 4
+#: the longest an idle reader waits for new entries at once (a blocking read of the logs wakes it at the
+#: first new one; the cap bounds how late it notices a due retry or a stop)
+IDLE_WAIT_S = 0.1
 _BATCH = 100
 
 
@@ -119,6 +122,9 @@ class Deliverer:
         self._seq = 0
         self._held: set[tuple[str, str, str]] = set()  # (webhook, pool, entry) in flight or waiting to retry here
         self._last_claim = 0.0
+        # per pool, the newest entry id any read returned: an idle reader blocks until the log has a newer one
+        self._cursor: dict[str, str] = {}
+        self._room = threading.Event()  # set when a delivery ends: a full receiver may take more
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.delivered = 0
@@ -143,16 +149,42 @@ class Deliverer:
         wait = 0.0
         while not self._stop.is_set():
             try:
-                busy = self.step()
+                if not self.step():
+                    self.idle()
                 wait = 0.0
+                continue
             except StoreUnavailable as err:
                 wait = min(2.0, max(0.05, wait * 2))
                 log.warning("webhooks: store unavailable (%s); retrying in %.2f s", err, wait)
-                busy = False
             except Exception:
                 log.exception("webhooks: step failed")
-                wait, busy = 0.5, False
-            self._stop.wait(wait if wait else (0 if busy else 0.005))
+                wait = 0.5
+            self._stop.wait(wait)
+
+    def idle(self) -> None:
+        """Wait for work after a round that found none: new entries in a log (a blocking read, so a new
+        event is sent at once rather than at the next poll), a delivery ending while a receiver is full,
+        a retry falling due, or at most :data:`IDLE_WAIT_S`."""
+        cap = IDLE_WAIT_S
+        with self._lock:
+            if self._retries:
+                cap = min(cap, max(0.001, self._retries[0][0].due - time.monotonic()))
+            full = any(r.in_flight >= r.hook.max_in_flight for r in self.receivers)
+        if full:  # its entries wait in the log, which would wake the read at once: wait for a free slot
+            self._room.wait(min(cap, 0.005))
+            self._room.clear()
+            return
+        pools = {p for r in self.receivers for p in r.pools}
+        for pool in pools - set(self._cursor):
+            self._cursor[pool] = self.store.last_event_id(pool)
+        if pools:
+            self.store.wait_events({p: self._cursor[p] for p in pools}, max(1, int(cap * 1000)))
+        else:
+            self._stop.wait(cap)
+
+    def _saw(self, pool: str, entries: list[tuple[str, dict[str, str]]]) -> None:
+        if entries and (pool not in self._cursor or events._key(entries[-1][0]) > events._key(self._cursor[pool])):
+            self._cursor[pool] = entries[-1][0]
 
     def step(self) -> bool:
         """One round: pending acks, due retries, then new entries for every receiver with room. True when
@@ -180,6 +212,7 @@ class Deliverer:
                     entries = self.store.read_deliveries(pool, r.group, self.consumer, min(room, _BATCH))
                 if entries:
                     busy = True
+                    self._saw(pool, entries)
                     self._dispatch(r, pool, entries)
         return busy
 
@@ -192,6 +225,7 @@ class Deliverer:
         todo = [(eid, f) for eid, f in entries if events.public_type(f) in r.wanted]
         if not todo:
             return
+        events.observe("webhook", "read", [eid for eid, _ in todo])
         tickets = events._tickets(self.store, pool, todo)
         for eid, f in todo:
             kind = events.event_type(f)
@@ -213,6 +247,8 @@ class Deliverer:
         r.senders.submit(self._attempt, r, d)
 
     def _attempt(self, r: _Receiver, d: _Delivery) -> None:
+        if not d.attempts:
+            events.observe("webhook", "sent", [d.entry])
         d.attempts += 1
         ts = int(time.time())
         headers = {"content-type": "application/json", "x-mgmatch-event-id": f"{d.pool}:{d.entry}",
@@ -234,12 +270,14 @@ class Deliverer:
                 self.delivered += 1
                 r.in_flight -= 1
                 self._held.discard((r.hook.id, d.pool, d.entry))
+            self._room.set()
             return
         if d.attempts >= r.hook.max_attempts:
             self._give_up(r, d)
             with self._lock:
                 r.in_flight -= 1
                 self._held.discard((r.hook.id, d.pool, d.entry))
+            self._room.set()
             return
         wait = min(float(r.hook.max_backoff_s), float(r.hook.backoff_s) * 2 ** (d.attempts - 1))
         d.due = time.monotonic() + wait

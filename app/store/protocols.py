@@ -360,6 +360,12 @@ class EventStore(Protocol):
         id missed the entries in between; resuming from this one, it gets the oldest kept on."""
 
     @abstractmethod
+    def wait_events(self, after: dict[str, str], block_ms: int) -> bool:
+        """Wait up to ``block_ms`` for an entry newer than ``after[pool]`` in any of those pools' logs:
+        True as soon as there is one (at once when there already is), False after the wait. What a reader
+        of delivery groups (:meth:`read_deliveries` does not wait) blocks on instead of polling."""
+
+    @abstractmethod
     def read_deliveries(self, pool: str, group: str, consumer: str, count: int = 100,
                         pending: bool = False) -> list[tuple[str, dict[str, str]]]:
         """Entries for the delivery ``group`` (created at the log's start when new): those never read by it,
