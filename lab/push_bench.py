@@ -289,6 +289,11 @@ def run_push_bench(plan: PushPlan, say=None) -> dict[str, Any]:
                 refused += not ok
         load_s = time.time() - t0
         say(f"{created} tickets created ({refused} refused) in {load_s:.1f} s; draining")
+        time.sleep(1.5)  # the service's split, before the replays below add their (old) reads to it
+        try:
+            stages = _stages(httpx.get(f"{url}/metrics", timeout=10).text)
+        except httpx.HTTPError:
+            stages = {}
         truth: list[tuple[str, str]] = []
         end = time.time() + plan.drain_s
         while time.time() < end:
@@ -299,10 +304,6 @@ def run_push_bench(plan: PushPlan, say=None) -> dict[str, Any]:
             if truth and all(eid in live_ids and f"{POOL}:{eid}" in hook_ids for eid, _ in truth):
                 break
         sse.stop.set()
-        try:
-            stages = _stages(httpx.get(f"{url}/metrics", timeout=10).text)
-        except httpx.HTTPError:
-            stages = {}
         try:
             dead = httpx.get(f"{url}/v1/webhooks/dead-letters?pool={POOL}&limit=1000", timeout=10).json()["dead_letters"]
         except (httpx.HTTPError, KeyError, ValueError):

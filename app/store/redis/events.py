@@ -41,11 +41,15 @@ class RedisEvents(RedisCore, EventStore):
             time.sleep(block_ms / 1000)
             return False
         streams = {self.keys.events(pool): eid for pool, eid in after.items()}
-        if len(streams) > 1 and isinstance(self.r, _LazyCluster):  # the pools' streams live on different shards: wait on one
-            first = next(iter(streams))
-            if any(self.r.xread({k: v}, count=1) for k, v in streams.items() if k != first):
-                return True
-            streams = {first: streams[first]}
+        if len(streams) > 1 and isinstance(self.r, _LazyCluster):
+            # the pools' streams are in different slots, which one XREAD cannot span: look every 5 ms
+            deadline = time.monotonic() + block_ms / 1000
+            while True:
+                if any(self.r.xread({k: v}, count=1) for k, v in streams.items()):
+                    return True
+                if (left := deadline - time.monotonic()) <= 0:
+                    return False
+                time.sleep(min(0.005, left))
         return bool(self.r.xread(streams, count=1, block=max(1, int(block_ms))))
 
     def last_event_id(self, pool: str) -> str:
