@@ -441,15 +441,34 @@ class ReadyCheckStore(Protocol):
 
     @abstractmethod
     def answer_check(self, pool: str, match_id: str, player_id: str, accept: bool,
-                     owner: str | None = None) -> str:
+                     owner: str | None = None, allocate: bool = False) -> str:
         """A player's answer. Returns the check's state after it: ``pending`` (others still to answer),
         ``matched`` (this was the last accept), ``declined`` or ``expired`` (it ended; an accept then changes
         nothing, nor does a second decline); ``unknown`` when there is no such check (or it is past its
-        retention), the player is not in it, or ``owner`` is given and owns none of its tickets."""
+        retention), the player is not in it, or ``owner`` is given and owns none of its tickets.
+
+        With ``allocate`` (a pool with an allocator), the last accept makes the check ``allocating``
+        instead of ``matched``: its tickets stay proposed, and the check waits for
+        :meth:`take_allocations` and :meth:`finish_allocation`. Its deadline no longer applies."""
 
     @abstractmethod
     def reap_checks(self, pool: str, now: float | None = None) -> int:
         """End the pool's checks past their deadline (see above); returns how many ended."""
+
+    @abstractmethod
+    def take_allocations(self, pool: str, lease_s: float, limit: int = 16) -> list[dict[str, Any]]:
+        """Confirmed checks waiting for a game server that no one holds (new ones, or ones whose taker's
+        ``lease_s`` ran out: it died), each held for this caller for ``lease_s``: ``{"match_id", "pool",
+        "teams", "region"}``, what the allocator is sent."""
+
+    @abstractmethod
+    def finish_allocation(self, pool: str, match_id: str, assignment: dict[str, Any] | None,
+                          reason: str = "") -> str:
+        """The allocator's outcome for an ``allocating`` check. With an ``assignment``: its tickets are
+        ``matched``, each showing it as ``match.assignment``, and the record is kept (``matched``). With
+        None: every ticket goes back to its place in the queue, its ``unmatched_reason`` set to ``reason``
+        (``unallocated``). When a ticket was cancelled meanwhile, the others go back (``expired``). A check
+        no longer allocating is left as it is (its state is returned): the first outcome stands."""
 
 
 class Store(TicketStore, RecordStore, BackfillStore, StatsStore, RatingStore, ReadyCheckStore, EventStore,
