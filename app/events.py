@@ -207,11 +207,12 @@ async def watch_ticket(store: Store, t: Ticket, after: str | None,
 
 
 async def watch_pool(store: Store, pool: str, owner: str | None, after: str | None,
-                     stop: Callable[[], bool] = lambda: False) -> AsyncIterator[Event | None]:
+                     stop: Callable[[], bool] = lambda: False, now_id: str | None = None) -> AsyncIterator[Event | None]:
     """Every event of the pool's tickets that ``owner`` owns (None: every ticket) after ``after`` (None:
-    from now on). Yields None when a read found nothing."""
+    from now on: after ``now_id``, the log's last id read before the stream was answered, so that an
+    event committed once the client saw the answer is never missed). Yields None when a read found nothing."""
     if after is None:
-        cursor = await asyncio.to_thread(store.last_event_id, pool)
+        cursor = now_id if now_id is not None else await asyncio.to_thread(store.last_event_id, pool)
     else:
         cursor = after
         trimmed = await asyncio.to_thread(store.last_trimmed_event_id, pool)
