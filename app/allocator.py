@@ -2,7 +2,8 @@
 retries}``), which answers where the match is played (``{"connection": "host:port", ...}``, e.g. a small
 service in front of Agones' ``GameServerAllocation``). The answer goes into the match as its tickets'
 ``assignment``. An allocator that fails, times out or answers garbage is retried; after the retries the
-players go back to the queue at their place with the reason (see :meth:`JobRunner._commit`).
+players go back to the queue at their place with the reason (see :meth:`JobRunner._commit`). In a pool with
+a ready check, the allocator is called once every player accepted (:meth:`Matchmaker.allocations`).
 
 Request body: ``{"match_id", "pool", "teams": [[player id, ...], ...], "region"}``. A 2xx answer must be a
 JSON object whose ``connection`` is ``host:port``; its other string, number or boolean fields (at most 16)
@@ -19,6 +20,14 @@ import httpx
 
 _CONNECTION = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]{1,253}):\d{1,5}")
 _MAX_EXTRA = 16
+
+
+def lease_s(cfg) -> float:
+    """The longest :func:`allocate` can take with ``cfg`` (every attempt timing out, every backoff) plus a
+    margin: how long a matchmaker holds a confirmed ready check's allocation before another may retry it."""
+    attempts = int(cfg.retries) + 1
+    backoff = sum(min(1.0, 0.05 * 2 ** (a - 1)) for a in range(1, attempts))
+    return attempts * float(cfg.timeout_ms) / 1000 + backoff + 5.0
 
 
 class AllocationFailed(Exception):

@@ -144,8 +144,9 @@ class ResultOut(BaseModel):
 
 class AnswerOut(BaseModel):
     match_id: str
-    status: str = Field(description="pending (others still to accept) | matched (everyone accepted) | declined "
-                                    "(this decline ended the check)")
+    status: str = Field(description="pending (others still to accept) | matched (everyone accepted) | allocating "
+                                    "(everyone accepted; the pool's allocator is asked for a game server) | "
+                                    "declined (this decline ended the check)")
 
 
 class PlayerRatingOut(BaseModel):

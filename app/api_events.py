@@ -116,8 +116,8 @@ def add_event_routes(app: FastAPI, rt: Runtime, errors: Callable[..., dict[int, 
                           last_event_id: Annotated[str | None, Header()] = None):
         after = _last_id(last_event_id)
         _pool(rt, pool)
-        await asyncio.to_thread(rt.store.last_event_id, pool)  # a store that is down answers 503 here
-        return stream(events.watch_pool(rt.store, pool, owner_of(request), after, STOPPING.is_set))
+        now_id = await asyncio.to_thread(rt.store.last_event_id, pool)  # a store that is down answers 503 here
+        return stream(events.watch_pool(rt.store, pool, owner_of(request), after, STOPPING.is_set, now_id))
 
     @app.get("/v1/webhooks/dead-letters", tags=["events"], responses=errors(*common),
              summary="Webhook deliveries given up on after their retries (newest first, the caller's tickets).")

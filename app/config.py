@@ -239,8 +239,6 @@ class PoolConfig(_Strict):
             raise InvalidInput("max_candidates", f"{self.max_candidates} < players per match {self.match_size}")
         if self.learning is not None and self.engagement_model is None:
             raise InvalidInput("learning", "a learning pool needs its starting engagement_model")
-        if self.allocator is not None and self.accept is not None:
-            raise InvalidInput("allocator", "a pool with a ready check (accept) cannot have an allocator yet")
         if self.scan_window is not None and self.scan_window < self.match_size:
             raise InvalidInput("scan_window", f"{self.scan_window} < players per match {self.match_size}")
         rules = []

@@ -120,6 +120,15 @@ def entry_ms(entry_id: str) -> float:
     return int(entry_id.partition("-")[0]) / 1000
 
 
+def observe(transport: str, step: str, entry_ids: list[str], now: float | None = None) -> None:
+    """Time from commit to ``step`` of these entries into ``mgmatch_events_push_seconds`` (where a push's
+    latency goes: the log read, then the send)."""
+    now = time.time() if now is None else now
+    h = metrics.EVENT_PUSH_SECONDS.labels(transport, step)
+    for eid in entry_ids:
+        h.observe(max(0.0, now - entry_ms(eid)))
+
+
 def _key(entry_id: str) -> tuple[int, int]:
     ms, _, seq = entry_id.partition("-")
     return int(ms), int(seq or 0)
@@ -189,6 +198,7 @@ async def watch_ticket(store: Store, t: Ticket, after: str | None,
         if not mine:
             yield None
             continue
+        observe("sse", "read", [eid for eid, _ in mine])
         current = await store.aget(t.id)
         for ev in _events(mine, {t.id: current}, pool, None):
             yield ev
@@ -197,11 +207,12 @@ async def watch_ticket(store: Store, t: Ticket, after: str | None,
 
 
 async def watch_pool(store: Store, pool: str, owner: str | None, after: str | None,
-                     stop: Callable[[], bool] = lambda: False) -> AsyncIterator[Event | None]:
+                     stop: Callable[[], bool] = lambda: False, now_id: str | None = None) -> AsyncIterator[Event | None]:
     """Every event of the pool's tickets that ``owner`` owns (None: every ticket) after ``after`` (None:
-    from now on). Yields None when a read found nothing."""
+    from now on: after ``now_id``, the log's last id read before the stream was answered, so that an
+    event committed once the client saw the answer is never missed). Yields None when a read found nothing."""
     if after is None:
-        cursor = await asyncio.to_thread(store.last_event_id, pool)
+        cursor = now_id if now_id is not None else await asyncio.to_thread(store.last_event_id, pool)
     else:
         cursor = after
         trimmed = await asyncio.to_thread(store.last_trimmed_event_id, pool)
@@ -214,7 +225,8 @@ async def watch_pool(store: Store, pool: str, owner: str | None, after: str | No
             yield None
             continue
         cursor = entries[-1][0]
-        tickets = await asyncio.to_thread(_tickets, store, pool, entries, cache)
+        observe("sse", "read", [eid for eid, _ in entries])
+        tickets = await _atickets(store, pool, entries, cache)
         out = _events(entries, tickets, pool, owner)
         for ev in out:
             yield ev
@@ -227,6 +239,18 @@ def _tickets(store: Store, pool: str, entries: list[tuple[str, dict[str, str]]],
     """The tickets the entries name, in one store round trip (as they are now)."""
     ids = list(dict.fromkeys(f.get("ticket", "") for _, f in entries if f.get("ticket")))
     found = dict(zip(ids, store.get_many(pool, ids), strict=True)) if ids else {}
+    return _cached(found, cache)
+
+
+async def _atickets(store: Store, pool: str, entries: list[tuple[str, dict[str, str]]],
+                    cache: _Owners | None = None) -> dict[str, Ticket | None]:
+    """:func:`_tickets` on the event loop (no thread hop: the store's own async read)."""
+    ids = list(dict.fromkeys(f.get("ticket", "") for _, f in entries if f.get("ticket")))
+    found = dict(zip(ids, await store.aget_many(pool, ids), strict=True)) if ids else {}
+    return _cached(found, cache)
+
+
+def _cached(found: dict[str, Ticket | None], cache: _Owners | None) -> dict[str, Ticket | None]:
     if cache is not None:
         for tid, t in found.items():
             if t is not None:
@@ -299,6 +323,8 @@ async def sse_stream(events: AsyncIterator[Event | None], heartbeat_s: float = H
                 continue
             last = time.monotonic()
             yield ev.sse()
+            if ev.type != RESYNC:
+                observe("sse", "sent", [ev.id])
     except Exception as err:
         if on_error is None:
             raise

@@ -144,8 +144,8 @@ class Keys:
         return f"{self._pool(pool)}:throughput"
 
     def check(self, pool: str, match_id: str) -> str:
-        """HASH of one ready check (a pool's ``accept``): status (pending/matched/declined/expired), deadline
-        (Redis TIME), tickets (JSON ids), players (JSON player id → ticket id), owners (JSON), record (the
+        """HASH of one ready check (a pool's ``accept``): status (pending, allocating, matched, declined,
+        expired or unallocated), deadline (Redis TIME), tickets (JSON ids), players (JSON player id → ticket id), owners (JSON), record (the
         match's record JSON, kept when everyone accepted), accepted (count) and ``a:<player id>`` per accept.
         Expires the timeout plus TICKET_RETENTION_S after it was proposed."""
         return f"{self._pool(pool)}:rc:{match_id}"
@@ -153,6 +153,11 @@ class Keys:
     def checks(self, pool: str) -> str:
         """ZSET of the pool's pending ready checks (match ids) by deadline: what the reaper ends."""
         return f"{self._pool(pool)}:checks"
+
+    def allocations(self, pool: str) -> str:
+        """ZSET of the pool's ready checks that every player accepted and that wait for the pool's allocator
+        (match ids), by when a matchmaker may take one (now for a new one; a taker's lease end after)."""
+        return f"{self._pool(pool)}:allocations"
 
     def rating(self, player_id: str) -> str:
         """HASH of one player's rating: mu, sigma, games, version (incremented by every update). In the

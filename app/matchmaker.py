@@ -7,6 +7,9 @@ relaxations applied), solve up to ``max_matches`` matches one after the other (o
 ``partition``, all of them in one joint solve: :mod:`mgmatch.solvers.batch`), commit each match,
 return the rest to the queue. Embedded, the job runs in the matchmaker's thread; in production
 it goes on the pool's jobs stream to a solver worker (:mod:`mgmatch.app.workers`).
+
+Over 600 lines: the job's runner and the pool's loop share the commit path (claims, ready checks, the
+allocator call before a commit or after a ready check), which reads best in one module.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import re
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +35,7 @@ from mgmatch.solvers.relax import RelaxConfig, parse_step, relax
 from . import metrics
 from .ab import Experiments, plan_for
 from .allocator import AllocationFailed, allocate
+from .allocator import lease_s as allocation_lease_s
 from .backfill import Backfiller
 from .config import PoolConfig
 from .engine import Engine, seed_of
@@ -42,6 +47,8 @@ log = logging.getLogger("mgmatch.matchmaker")
 
 #: the longest wait between two tries while the store is unavailable
 MAX_BACKOFF_S = 2.0
+#: threads of a matchmaker that call its pool's allocator for confirmed ready checks
+ALLOCATION_THREADS = 4
 #: errors that mean the store cannot answer now (Redis down, restarting, failing over), not a bug: backed
 #: off and logged once per outage. The Redis store turns its client's errors into StoreUnavailable; a
 #: socket error that escapes it counts too.
@@ -306,7 +313,10 @@ class JobRunner:
         sel = set(selected)
         rest = [t for t in remaining if t.id not in sel]
         allocator = getattr(self.pools[job.pool], "allocator", None)
-        if allocator is not None:  # server handoff: where the match is played, before it is committed
+        accept = getattr(self.pools[job.pool], "accept", None)
+        # server handoff: where the match is played, before it is committed (with a ready check, once every
+        # player accepted: Matchmaker.allocations)
+        if allocator is not None and accept is None:
             try:
                 result.assignment = allocate(allocator, {"match_id": match_id, "pool": job.pool, "teams": sol.teams,
                                                          "region": sol.region})
@@ -319,7 +329,6 @@ class JobRunner:
                 return False, rest
         record = match_record(job.pool, result, players, remaining)
         record.policy, record.propensity = getattr(sol, "policy", None), getattr(sol, "propensity", None)
-        accept = getattr(self.pools[job.pool], "accept", None)
         if accept is not None:  # a ready check: proposed now, matched once every player accepts
             done = self.store.propose_match(job.pool, job.claim_id, selected, result, record, now + accept.timeout_s)
         else:
@@ -380,6 +389,10 @@ class Matchmaker:
         self.error_log_every_s = 60.0
         self._error_logged_at = float("-inf")
         self._errors_unlogged = 0
+        # confirmed ready checks being allocated (a pool with accept and allocator): see allocations()
+        self._allocating: ThreadPoolExecutor | None = None
+        self._allocations_running = 0
+        self._allocations_lock = threading.Lock()
 
     def _policy(self, arm: str | None):
         """The dispatch policy of the pool, or of the A/B arm whose tickets ``arm`` groups when that arm
@@ -442,6 +455,8 @@ class Matchmaker:
                 self.backfiller.reap(now)
             if getattr(self.pool, "accept", None) is not None and self.store.reap_checks(self.pool.name, now):
                 metrics.TICKET_EVENTS.labels(self.pool.name, "ready_check_ended").inc()
+        if getattr(self.pool, "accept", None) is not None and getattr(self.pool, "allocator", None) is not None:
+            self.allocations()
         metrics.QUEUE_DEPTH.labels(self.pool.name).set(self.store.queue_depth(self.pool.name))
         done = 0
         if self.backfiller is not None:  # backfills first: the tickets they take are in no match of this tick
@@ -564,6 +579,46 @@ class Matchmaker:
         self._stop.set()
         if self.thread is not None:
             self.thread.join(timeout)
+        if self._allocating is not None:
+            self._allocating.shutdown(wait=False, cancel_futures=True)
+
+    def allocations(self) -> int:
+        """Ready checks that every player accepted, in a pool with an allocator: take those no one holds
+        (new ones, or ones a dead matchmaker held past their lease) and ask the allocator for each on this
+        matchmaker's allocation threads, so that a slow allocator never holds the tick. Returns how many
+        were taken."""
+        cfg = self.pool.allocator
+        if self._allocating is None:
+            self._allocating = ThreadPoolExecutor(max_workers=ALLOCATION_THREADS,
+                                                  thread_name_prefix=f"allocate-{self.pool.name}")
+        room = ALLOCATION_THREADS * 2 - self._allocations_running
+        if room <= 0:
+            return 0
+        taken = self.store.take_allocations(self.pool.name, allocation_lease_s(cfg), room)
+        for match in taken:
+            with self._allocations_lock:
+                self._allocations_running += 1
+            self._allocating.submit(self._allocate, cfg, match)
+        return len(taken)
+
+    def _allocate(self, cfg, match: dict[str, Any]) -> None:
+        pool, mid = self.pool.name, match["match_id"]
+        try:
+            try:
+                got = allocate(cfg, {"match_id": mid, "pool": pool, "teams": match["teams"], "region": match["region"]})
+                state = self.store.finish_allocation(pool, mid, got)
+            except AllocationFailed as err:
+                state = self.store.finish_allocation(pool, mid, None, f"no game server: the allocator failed: {err}")
+                log.warning("pool %s: confirmed match %s not allocated: %s", pool, mid, err)
+                if state == "unallocated":
+                    metrics.TICKET_EVENTS.labels(pool, "requeued").inc()
+        except StoreUnavailable as err:  # still allocating in the store: taken again when its lease ends
+            log.warning("pool %s: allocation of %s not recorded: %s", pool, mid, err)
+        except Exception:
+            log.exception("pool %s: allocation of %s failed", pool, mid)
+        finally:
+            with self._allocations_lock:
+                self._allocations_running -= 1
 
     @property
     def alive(self) -> bool:

@@ -88,6 +88,10 @@ WEBHOOK_DELIVERIES = Counter("mgmatch_webhooks_deliveries_total",
 WEBHOOK_SECONDS = Histogram("mgmatch_webhooks_delivery_seconds",
                             "Time from an event's commit to its webhook delivery (a 2xx answer), retries included.",
                             ["webhook"], buckets=_LATENCY_BUCKETS, registry=REGISTRY)
+EVENT_PUSH_SECONDS = Histogram("mgmatch_events_push_seconds",
+                               "Time from an event's commit to a step of its push: read (a reader got it from "
+                               "the log) or sent (written to an SSE stream; a webhook POST started).",
+                               ["transport", "step"], buckets=_LATENCY_BUCKETS, registry=REGISTRY)
 EVENT_STREAMS = Gauge("mgmatch_events_streams_open", "Event streams open now (transport sse or grpc).",
                       ["transport"], registry=REGISTRY)
 
@@ -100,7 +104,7 @@ DOCUMENTED = (
     "mgmatch_http_request_duration_seconds", "mgmatch_http_rejected_total", "mgmatch_worker_up",
     "mgmatch_solver_dead_letters_total", "mgmatch_backfills_events_total", "mgmatch_backfills_open",
     "mgmatch_backfills_fill_seconds", "mgmatch_matches_results_total", "mgmatch_webhooks_deliveries_total",
-    "mgmatch_webhooks_delivery_seconds", "mgmatch_events_streams_open", "mgmatch_learning_refits_total",
+    "mgmatch_webhooks_delivery_seconds", "mgmatch_events_streams_open", "mgmatch_events_push_seconds", "mgmatch_learning_refits_total",
     "mgmatch_learning_refit_duration_seconds",
 )
 

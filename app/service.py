@@ -549,10 +549,11 @@ def answer_match(rt: Runtime, match_id: str, body: AnswerIn, accept: bool, owner
     pool = match_pool(match_id) if len(match_id) <= MAX_MATCH_ID_CHARS else None
     state = "unknown"
     if pool is not None and pool in rt.pools:
-        state = rt.store.answer_check(pool, match_id, body.player_id, accept, owner)
+        allocate = rt.pools[pool].allocator is not None  # the last accept waits for a game server
+        state = rt.store.answer_check(pool, match_id, body.player_id, accept, owner, allocate)
     if state == "unknown":
         raise NotFound("match_id", f"no ready check {short_id(match_id)!r} with player {short_id(body.player_id)!r}")
-    if state not in (("pending", "matched") if accept else ("declined",)):  # a decline replayed stays declined
+    if state not in (("pending", "allocating", "matched") if accept else ("declined",)):  # a decline replayed stays declined
         raise Conflict(f"the ready check of match {short_id(match_id)!r} already ended: {state}")
     metrics.TICKET_EVENTS.labels(pool, "accepted" if accept else "declined").inc()
     return {"match_id": match_id, "status": state}

@@ -27,29 +27,34 @@ from __future__ import annotations
 import hashlib
 import heapq
 import hmac
+import http.client
 import json
 import logging
+import socket
+import ssl
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-
-import httpx
+from urllib.parse import urlsplit
 
 from . import events, metrics
 from .config import WebhookConfig
 from .store import StoreUnavailable
 
 log = logging.getLogger("mgmatch.webhooks")
-# httpx logs every request at INFO: one line per delivery would flood the service's log
-logging.getLogger("httpx").setLevel(logging.WARNING)
 
 #: entries another deliverer read and left unacknowledged this long are taken over (it died)
 CLAIM_IDLE_MS = 30_000
 #: senders per receiver
 SENDERS = 4
+#: the longest an idle reader waits for new entries at once (a blocking read of the logs wakes it at the
+#: first new one; the cap bounds how late it notices a due retry or a stop)
+IDLE_WAIT_S = 0.1
 _BATCH = 100
+#: bytes of a receiver's answer read (its status is what counts; a longer body closes the connection)
+_MAX_ANSWER = 64 * 1024
 
 
 def signature(secret: str, body: bytes, ts: int) -> str:
@@ -89,15 +94,78 @@ class _Delivery:
     error: str = field(default="", compare=False)
 
 
+class _Poster:
+    """POSTs to one URL over a kept-alive connection per sender thread (``http.client``: a delivery costs
+    a fraction of the CPU of a general-purpose client's, and delivery shares the interpreter with the
+    API and the solves). A connection the receiver closed meanwhile is opened again once at once."""
+
+    def __init__(self, url: str, timeout_s: float):
+        u = urlsplit(url)
+        self.https = u.scheme == "https"
+        self.host, self.port = u.hostname or "", u.port
+        self.path = (u.path or "/") + (f"?{u.query}" if u.query else "")
+        self.host_header = u.netloc.rpartition("@")[2]
+        self.timeout_s = timeout_s
+        self._local = threading.local()
+        self._all: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+
+    def _connect(self) -> http.client.HTTPConnection:
+        if self.https:
+            conn = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout_s,
+                                               context=ssl.create_default_context())
+        else:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+        conn.connect()
+        # the body of a POST on a kept-alive connection would otherwise wait for the receiver's delayed ACK
+        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self._lock:
+            self._all.append(conn)
+        return conn
+
+    def post(self, body: bytes, headers: dict[str, str]) -> int:
+        """The answer's status; OSError or http.client.HTTPException when there was none."""
+        conn = getattr(self._local, "conn", None)
+        for fresh in ((False, True) if conn is not None else (True,)):
+            if fresh:
+                if conn is not None:
+                    conn.close()
+                conn = self._local.conn = None
+                conn = self._local.conn = self._connect()
+            try:
+                conn.request("POST", self.path, body=body, headers={"host": self.host_header, **headers})
+                resp = conn.getresponse()
+                resp.read(_MAX_ANSWER)
+                if resp.will_close or not resp.isclosed():  # an answer larger than we read: start afresh
+                    conn.close()
+                    self._local.conn = None
+                return resp.status
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                if fresh:  # a new connection failed too: the receiver's fault, not a stale connection's
+                    conn.close()
+                    self._local.conn = None
+                    raise
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                self._local.conn = None
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+
+
 class _Receiver:
     """One webhook: its senders, what is in flight for it, its retries waiting."""
 
-    def __init__(self, hook: WebhookConfig, pools: list[str], transport: httpx.BaseTransport | None):
+    def __init__(self, hook: WebhookConfig, pools: list[str]):
         self.hook, self.group = hook, group_of(hook)
         self.pools = [p for p in pools if hook.pools is None or p in hook.pools]
         self.wanted = set(hook.events or events.PUBLIC_TYPES)
-        self.client = httpx.Client(timeout=float(hook.timeout_s), transport=transport,
-                                   headers={"user-agent": "mgmatch-webhooks"})
+        self.poster = _Poster(hook.url, float(hook.timeout_s))
         self.senders = ThreadPoolExecutor(max_workers=SENDERS, thread_name_prefix=f"webhook-{hook.id}")
         self.in_flight = 0
         self.resumed: set[str] = set()  # pools whose own unacknowledged entries were taken up again
@@ -110,15 +178,18 @@ class Deliverer:
     """
 
     def __init__(self, store, hooks: list[WebhookConfig], pools: list[str], consumer: str,
-                 transport: httpx.BaseTransport | None = None, claim_idle_ms: int = CLAIM_IDLE_MS):
+                 claim_idle_ms: int = CLAIM_IDLE_MS):
         self.store, self.consumer, self.claim_idle_ms = store, consumer, claim_idle_ms
-        self.receivers = [_Receiver(h, pools, transport) for h in hooks]
+        self.receivers = [_Receiver(h, pools) for h in hooks]
         self._lock = threading.Lock()
         self._retries: list[tuple[_Delivery, _Receiver]] = []  # heap by due time
         self._acks: list[tuple[_Receiver, str, str]] = []  # acks (and dead letters) the store refused for now
         self._seq = 0
         self._held: set[tuple[str, str, str]] = set()  # (webhook, pool, entry) in flight or waiting to retry here
         self._last_claim = 0.0
+        # per pool, the newest entry id any read returned: an idle reader blocks until the log has a newer one
+        self._cursor: dict[str, str] = {}
+        self._room = threading.Event()  # set when a delivery ends: a full receiver may take more
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.delivered = 0
@@ -137,22 +208,48 @@ class Deliverer:
             self._thread.join(5)
         for r in self.receivers:
             r.senders.shutdown(wait=False, cancel_futures=True)
-            r.client.close()
+            r.poster.close()
 
     def _run(self) -> None:
         wait = 0.0
         while not self._stop.is_set():
             try:
-                busy = self.step()
+                if not self.step():
+                    self.idle()
                 wait = 0.0
+                continue
             except StoreUnavailable as err:
                 wait = min(2.0, max(0.05, wait * 2))
                 log.warning("webhooks: store unavailable (%s); retrying in %.2f s", err, wait)
-                busy = False
             except Exception:
                 log.exception("webhooks: step failed")
-                wait, busy = 0.5, False
-            self._stop.wait(wait if wait else (0 if busy else 0.005))
+                wait = 0.5
+            self._stop.wait(wait)
+
+    def idle(self) -> None:
+        """Wait for work after a round that found none: new entries in a log (a blocking read, so a new
+        event is sent at once rather than at the next poll), a delivery ending while a receiver is full,
+        a retry falling due, or at most :data:`IDLE_WAIT_S`."""
+        cap = IDLE_WAIT_S
+        with self._lock:
+            if self._retries:
+                cap = min(cap, max(0.001, self._retries[0][0].due - time.monotonic()))
+            full = any(r.in_flight >= r.hook.max_in_flight for r in self.receivers)
+        if full:  # its entries wait in the log, which would wake the read at once: wait for a free slot
+            self._room.wait(min(cap, 0.005))
+            self._room.clear()
+            return
+        pools = {p for r in self.receivers for p in r.pools}
+        for pool in pools - set(self._cursor):
+            self._cursor[pool] = self.store.last_event_id(pool)
+        if pools:
+            self.store.wait_events({p: self._cursor[p] for p in pools}, max(1, int(cap * 1000)))
+        else:
+            self._stop.wait(cap)
+
+    def _saw(self, pool: str, entries: list[tuple[str, dict[str, str]]]) -> None:
+        if entries and (pool not in self._cursor or events._key(entries[-1][0]) > events._key(self._cursor[pool])):
+            self._cursor[pool] = entries[-1][0]
 
     def step(self) -> bool:
         """One round: pending acks, due retries, then new entries for every receiver with room. True when
@@ -180,6 +277,7 @@ class Deliverer:
                     entries = self.store.read_deliveries(pool, r.group, self.consumer, min(room, _BATCH))
                 if entries:
                     busy = True
+                    self._saw(pool, entries)
                     self._dispatch(r, pool, entries)
         return busy
 
@@ -192,6 +290,7 @@ class Deliverer:
         todo = [(eid, f) for eid, f in entries if events.public_type(f) in r.wanted]
         if not todo:
             return
+        events.observe("webhook", "read", [eid for eid, _ in todo])
         tickets = events._tickets(self.store, pool, todo)
         for eid, f in todo:
             kind = events.event_type(f)
@@ -213,16 +312,19 @@ class Deliverer:
         r.senders.submit(self._attempt, r, d)
 
     def _attempt(self, r: _Receiver, d: _Delivery) -> None:
+        if not d.attempts:
+            events.observe("webhook", "sent", [d.entry])
         d.attempts += 1
         ts = int(time.time())
-        headers = {"content-type": "application/json", "x-mgmatch-event-id": f"{d.pool}:{d.entry}",
+        headers = {"content-type": "application/json", "user-agent": "mgmatch-webhooks",
+                   "x-mgmatch-event-id": f"{d.pool}:{d.entry}",
                    "x-mgmatch-event": d.type, "x-mgmatch-attempt": str(d.attempts), "x-mgmatch-timestamp": str(ts),
                    "x-mgmatch-signature": signature(r.hook.secret, d.body, ts)}
         try:
-            resp = r.client.post(r.hook.url, content=d.body, headers=headers)
-            ok = 200 <= resp.status_code < 300
-            d.error = "" if ok else f"HTTP {resp.status_code}"
-        except httpx.HTTPError as err:
+            status = r.poster.post(d.body, headers)
+            ok = 200 <= status < 300
+            d.error = "" if ok else f"HTTP {status}"
+        except (OSError, http.client.HTTPException) as err:
             ok, d.error = False, f"{type(err).__name__}: {err}"[:300]
         except Exception as err:  # noqa: BLE001 - a delivery never takes its sender thread down
             ok, d.error = False, f"{type(err).__name__}: {err}"[:300]
@@ -234,12 +336,14 @@ class Deliverer:
                 self.delivered += 1
                 r.in_flight -= 1
                 self._held.discard((r.hook.id, d.pool, d.entry))
+            self._room.set()
             return
         if d.attempts >= r.hook.max_attempts:
             self._give_up(r, d)
             with self._lock:
                 r.in_flight -= 1
                 self._held.discard((r.hook.id, d.pool, d.entry))
+            self._room.set()
             return
         wait = min(float(r.hook.max_backoff_s), float(r.hook.backoff_s) * 2 ** (d.attempts - 1))
         d.due = time.monotonic() + wait
@@ -294,7 +398,5 @@ def start_deliverer(rt) -> Deliverer | None:
     """The runtime's webhook deliverer on its own thread (None when no webhook is configured)."""
     if not rt.config.webhooks:
         return None
-    import socket
-
     consumer = rt.settings.worker_id or f"{socket.gethostname()}-webhooks"  # stable: a restart resumes its own
     return Deliverer(rt.store, rt.config.webhooks, [p.name for p in rt.config.pools], consumer).start()

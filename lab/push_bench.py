@@ -77,6 +77,8 @@ class _Receiver:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive: the deliverer's connections are reused, as a real receiver's
+
             def do_POST(self):  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers["content-length"]))
                 at = time.time()
@@ -88,6 +90,7 @@ class _Receiver:
                     outer.first.setdefault(payload["id"], at)
                     outer.occurred[payload["id"]] = payload["occurred_at"]
                 self.send_response(204)
+                self.send_header("content-length", "0")
                 self.end_headers()
 
             def log_message(self, *args):
@@ -135,6 +138,32 @@ class _SSE:
             except (httpx.HTTPError, OSError, KeyError):
                 pass
             self.stop.wait(0.1)
+
+
+def _stages(metrics_text: str) -> dict[str, dict[str, Any]]:
+    """The service's own split of the push latency (``mgmatch_events_push_seconds``, commit → read from
+    the log → sent): per transport and step, the count and the bucket bounds holding p50 and p99."""
+    buckets: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for line in metrics_text.splitlines():
+        if not line.startswith("mgmatch_events_push_seconds_bucket{"):
+            continue
+        labels = dict(kv.split("=", 1) for kv in line[line.index("{") + 1:line.index("}")].split(","))
+        labels = {k: v.strip('"') for k, v in labels.items()}
+        le = float("inf") if labels["le"] == "+Inf" else float(labels["le"])
+        buckets.setdefault((labels["transport"], labels["step"]), []).append((le, float(line.rsplit(" ", 1)[1])))
+    out: dict[str, dict[str, Any]] = {}
+    for (transport, step), rows in sorted(buckets.items()):
+        rows.sort()
+        total = rows[-1][1]
+
+        def bound(q: float, rows=rows, total=total) -> float | None:
+            for le, n in rows:
+                if total and n >= q * total:
+                    return None if le == float("inf") else round(le * 1000, 1)
+            return None
+
+        out.setdefault(transport, {})[step] = {"n": int(total), "p50_le_ms": bound(0.5), "p99_le_ms": bound(0.99)}
+    return out
 
 
 def _ms(eid: str) -> float:
@@ -260,6 +289,11 @@ def run_push_bench(plan: PushPlan, say=None) -> dict[str, Any]:
                 refused += not ok
         load_s = time.time() - t0
         say(f"{created} tickets created ({refused} refused) in {load_s:.1f} s; draining")
+        time.sleep(1.5)  # the service's split, before the replays below add their (old) reads to it
+        try:
+            stages = _stages(httpx.get(f"{url}/metrics", timeout=10).text)
+        except httpx.HTTPError:
+            stages = {}
         truth: list[tuple[str, str]] = []
         end = time.time() + plan.drain_s
         while time.time() < end:
@@ -290,6 +324,7 @@ def run_push_bench(plan: PushPlan, say=None) -> dict[str, Any]:
         return {
             "bench": "push", "store": plan.store, "rate_per_s": plan.rate, "duration_s": plan.duration_s,
             "seed": plan.seed, "redis_restart": bool(restarted_at), "cpu_count": os.cpu_count(),
+            "load_avg": [round(x, 2) for x in os.getloadavg()],
             "tickets_created": created, "tickets_refused": refused,
             "events": len(truth), "matched_events": sum(k == "matched" for k in kinds.values()),
             "sse": {"all": _summary(sse_all), "matched": _summary(sse_matched),
@@ -300,6 +335,7 @@ def run_push_bench(plan: PushPlan, say=None) -> dict[str, Any]:
                         "lost_types": sorted({k for e, k in truth if f"{POOL}:{e}" not in receiver.first}),
                         "dead_letters": len(dead), "dead_letter_errors": sorted({d.get("error", "") for d in dead}),
                         "deliveries": receiver.calls, "bad_signatures": receiver.bad_signatures},
+            "stages": stages,
         }
     finally:
         if proc is not None:
@@ -325,5 +361,9 @@ def markdown(res: dict[str, Any]) -> str:
         rows.append(f"| {name} | {r['all']['n']} | {r['all']['p50_ms']} | {r['all']['p99_ms']} | {r['all']['max_ms']} "
                     f"| {r['matched']['p50_ms']} | {r['matched']['p99_ms']} | {r['lost']} |")
     head = (f"push: store {res['store']}, {res['rate_per_s']:g} tickets/s for {res['duration_s']:g} s, "
-            f"Redis restart: {res['redis_restart']}; {res['events']} events\n\n")
-    return head + "\n".join(rows) + "\n"
+            f"Redis restart: {res['redis_restart']}; {res['events']} events; load average {res.get('load_avg')}\n\n")
+    steps = ["", "| in the service: commit → step | n | p50 ≤ ms | p99 ≤ ms |", "|---|---|---|---|"]
+    for transport, by_step in res.get("stages", {}).items():
+        for step, v in by_step.items():
+            steps.append(f"| {transport} {step} | {v['n']} | {v['p50_le_ms']} | {v['p99_le_ms']} |")
+    return head + "\n".join(rows) + "\n" + ("\n".join(steps) + "\n" if len(steps) > 3 else "")

@@ -122,6 +122,9 @@ class TicketStore(Protocol):
     async def acancel(self, ticket_id: str) -> Ticket | None:
         return self.cancel(ticket_id)
 
+    async def aget_many(self, pool: str, ticket_ids: list[str]) -> list[Ticket | None]:
+        return self.get_many(pool, ticket_ids)
+
 
 @runtime_checkable
 class RecordStore(Protocol):
@@ -360,6 +363,12 @@ class EventStore(Protocol):
         id missed the entries in between; resuming from this one, it gets the oldest kept on."""
 
     @abstractmethod
+    def wait_events(self, after: dict[str, str], block_ms: int) -> bool:
+        """Wait up to ``block_ms`` for an entry newer than ``after[pool]`` in any of those pools' logs:
+        True as soon as there is one (at once when there already is), False after the wait. What a reader
+        of delivery groups (:meth:`read_deliveries` does not wait) blocks on instead of polling."""
+
+    @abstractmethod
     def read_deliveries(self, pool: str, group: str, consumer: str, count: int = 100,
                         pending: bool = False) -> list[tuple[str, dict[str, str]]]:
         """Entries for the delivery ``group`` (created at the log's start when new): those never read by it,
@@ -432,15 +441,34 @@ class ReadyCheckStore(Protocol):
 
     @abstractmethod
     def answer_check(self, pool: str, match_id: str, player_id: str, accept: bool,
-                     owner: str | None = None) -> str:
+                     owner: str | None = None, allocate: bool = False) -> str:
         """A player's answer. Returns the check's state after it: ``pending`` (others still to answer),
         ``matched`` (this was the last accept), ``declined`` or ``expired`` (it ended; an accept then changes
         nothing, nor does a second decline); ``unknown`` when there is no such check (or it is past its
-        retention), the player is not in it, or ``owner`` is given and owns none of its tickets."""
+        retention), the player is not in it, or ``owner`` is given and owns none of its tickets.
+
+        With ``allocate`` (a pool with an allocator), the last accept makes the check ``allocating``
+        instead of ``matched``: its tickets stay proposed, and the check waits for
+        :meth:`take_allocations` and :meth:`finish_allocation`. Its deadline no longer applies."""
 
     @abstractmethod
     def reap_checks(self, pool: str, now: float | None = None) -> int:
         """End the pool's checks past their deadline (see above); returns how many ended."""
+
+    @abstractmethod
+    def take_allocations(self, pool: str, lease_s: float, limit: int = 16) -> list[dict[str, Any]]:
+        """Confirmed checks waiting for a game server that no one holds (new ones, or ones whose taker's
+        ``lease_s`` ran out: it died), each held for this caller for ``lease_s``: ``{"match_id", "pool",
+        "teams", "region"}``, what the allocator is sent."""
+
+    @abstractmethod
+    def finish_allocation(self, pool: str, match_id: str, assignment: dict[str, Any] | None,
+                          reason: str = "") -> str:
+        """The allocator's outcome for an ``allocating`` check. With an ``assignment``: its tickets are
+        ``matched``, each showing it as ``match.assignment``, and the record is kept (``matched``). With
+        None: every ticket goes back to its place in the queue, its ``unmatched_reason`` set to ``reason``
+        (``unallocated``). When a ticket was cancelled meanwhile, the others go back (``expired``). A check
+        no longer allocating is left as it is (its state is returned): the first outcome stands."""
 
 
 class Store(TicketStore, RecordStore, BackfillStore, StatsStore, RatingStore, ReadyCheckStore, EventStore,

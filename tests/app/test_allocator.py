@@ -105,7 +105,7 @@ def test_answers_without_a_valid_connection_are_not_assignments():
         assert assignment_of(bad) is None, bad
 
 
-def test_config_refuses_a_bad_allocator_and_an_allocator_with_a_ready_check(tmp_path):
+def test_config_refuses_a_bad_allocator_and_takes_one_with_a_ready_check(tmp_path):
     from mgmatch.app.config import PoolConfig
 
     base = {"name": "p", "team_size": 3}
@@ -113,8 +113,76 @@ def test_config_refuses_a_bad_allocator_and_an_allocator_with_a_ready_check(tmp_
         PoolConfig(**base, allocator={"url": "ftp://x"})
     with pytest.raises(Exception, match="retries"):
         PoolConfig(**base, allocator={"url": "http://x", "retries": 99})
-    with pytest.raises(ValueError, match="allocator: a pool with a ready check"):
-        PoolConfig(**base, allocator={"url": "http://x"}, accept={"timeout_s": 5})
+    both = PoolConfig(**base, allocator={"url": "http://x"}, accept={"timeout_s": 5})
+    assert both.allocator.url == "http://x" and both.accept.timeout_s == 5
+
+
+def _all(c, ids, cond):
+    """The tickets' views when ``cond`` holds for every one, else None."""
+    vs = [c.get(f"/v1/tickets/{t}").json() for t in ids]
+    return vs if all(cond(v) for v in vs) else None
+
+
+def _checked(tmp_path, live, request, store: str, url: str, retries: int = 1):
+    settings = {} if store == "memory" else dict(zip(("redis_url", "key_prefix"), request.getfixturevalue("redis_url"),
+                                                      strict=True), store="redis")
+    rt = Runtime.build(Settings(config=service_config(
+        tmp_path, accept={"timeout_s": 60}, allocator={"url": url + "/allocate", "timeout_ms": 300, "retries": retries}),
+        **settings))
+    rt.start_embedded(tick_s=0.02)
+    c = client(live(rt).url).__enter__()
+    ids = [c.post("/v1/tickets", json={"pool": "small", "players": [{"id": f"rc{i}", "features": features(i)}]})
+           .json()["id"] for i in range(6)]
+    def one_proposal():
+        vs = [c.get(f"/v1/tickets/{t}").json() for t in ids]
+        same = len({v.get("match", {}).get("match_id") for v in vs}) == 1
+        return vs if same and all(v["status"] == "proposed" for v in vs) else None
+
+    views = poll(one_proposal, timeout=30)
+    mid = views[0]["match"]["match_id"]
+    answers = [c.post(f"/v1/matches/{mid}/accept", json={"player_id": f"rc{i}"}).json()["status"] for i in range(6)]
+    return rt, c, ids, views, mid, answers
+
+
+@pytest.mark.parametrize("store", ["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def test_a_confirmed_ready_check_gets_the_allocators_connection(tmp_path, live, allocator, request, store):
+    """A pool with a ready check and an allocator: nothing is POSTed while players accept; the last accept
+    answers `allocating`, the allocator gets the match once, and its connection goes into the match."""
+    url = allocator("ok")
+    rt, c, ids, views, mid, answers = _checked(tmp_path, live, request, store, url)
+    try:
+        assert answers == ["pending"] * 5 + ["allocating"]
+        done = poll(lambda: _all(c, ids, lambda v: v["status"] == "matched"), timeout=30)
+        for v in done:
+            assert v["match"]["match_id"] == mid
+            assert v["match"]["assignment"] == {"connection": "10.0.0.1:7777", "server": "gs-1"}
+        sent = httpx.get(url + "/log").json()
+        assert [x["match_id"] for x in sent] == [mid]  # once, after everyone accepted
+        assert sorted(p for team in sent[0]["teams"] for p in team) == [f"rc{i}" for i in range(6)]
+        assert c.post(f"/v1/matches/{mid}/accept", json={"player_id": "rc0"}).json()["status"] == "matched"
+        assert c.post(f"/v1/matches/{mid}/decline", json={"player_id": "rc0"}).status_code == 409
+    finally:
+        rt.stop()
+
+
+@pytest.mark.parametrize("store", ["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def test_a_confirmed_ready_check_whose_allocator_fails_requeues_everyone_at_the_head(tmp_path, live, allocator,
+                                                                                   request, store):
+    url = allocator("fail")
+    rt, c, ids, views, mid, answers = _checked(tmp_path, live, request, store, url)
+    try:
+        assert answers[-1] == "allocating"
+        created = {v["id"]: v["created_at"] for v in views}
+        assert poll(lambda: len(httpx.get(url + "/log").json()) >= 2, timeout=30)  # the first try and one retry
+        got = poll(lambda: _all(c, ids, lambda v: v.get("unmatched_reason")), timeout=30)
+        for v in got:  # never matched without a server; back at their place, with the reason
+            assert "allocator failed" in v["unmatched_reason"] and "HTTP 500" in v["unmatched_reason"], v
+            assert v["status"] in ("queued", "proposed") and v["created_at"] == created[v["id"]]
+            assert v.get("match", {}).get("match_id") != mid
+        assert c.post(f"/v1/matches/{mid}/accept", json={"player_id": "rc0"}).status_code == 409
+        assert {x["match_id"] for x in httpx.get(url + "/log").json()} == {mid}  # a new check is not confirmed yet
+    finally:
+        rt.stop()
 
 
 def test_the_agones_allocator_asks_for_a_fleets_server_and_answers_mgmatchs_shape():

@@ -51,6 +51,31 @@ def test_async_read_wakes_on_a_new_event(store):
     assert [f["event"] for _, f in got] == ["created"] and waited < 1.0
 
 
+def test_wait_events_returns_at_once_for_a_newer_entry_and_wakes_on_a_new_one(store):
+    queued_tickets(store, 1, pool="p")
+    last = store.last_event_id("p")
+    t0 = time.monotonic()
+    assert store.wait_events({"p": "0-0", "q": "0-0"}, 2000) is True  # already newer: no wait
+    assert time.monotonic() - t0 < 0.5
+    t0 = time.monotonic()
+    assert store.wait_events({"p": last, "q": "0-0"}, 200) is False  # nothing newer: waited the whole time
+    assert time.monotonic() - t0 >= 0.15
+
+    def later():
+        time.sleep(0.2)
+        queued_tickets(store, 1, "q", 60.0, 1)
+
+    import threading
+
+    th = threading.Thread(target=later)
+    th.start()
+    t0 = time.monotonic()
+    assert store.wait_events({"p": last, "q": "0-0"}, 3000) is True
+    waited = time.monotonic() - t0
+    th.join()
+    assert 0.1 <= waited < 2.0, waited  # woken by the new entry, not at the end of the wait
+
+
 def test_delivery_groups_deliver_once_resume_pending_and_dead_letter(store):
     queued_tickets(store, 1, pool="p")
     assert store.read_deliveries("p", "webhook:a", "c1") == []  # a new group starts at the end

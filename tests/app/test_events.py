@@ -409,3 +409,46 @@ def _groups(store, pool: str) -> list[dict]:
         return store.r.xinfo_groups(store.keys.events(pool))
     except redis.ResponseError:
         return []
+
+
+def test_deliveries_reuse_a_kept_alive_connection_and_reopen_one_the_receiver_closed():
+    """Each sender keeps its connection to a receiver open (HTTP/1.1) between deliveries; when the receiver
+    closed it meanwhile (its idle timeout), the next delivery opens a new one and still gets its answer."""
+    from mgmatch.app.webhooks import _Poster
+
+    peers: list[tuple] = []
+    handlers: list = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self):
+            super().setup()
+            peers.append(self.client_address)
+            handlers.append(self)
+
+        def do_POST(self):  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers["content-length"]))
+            self.send_response(204 if self.path == "/hook?k=1" else 404)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    poster = _Poster(f"http://127.0.0.1:{server.server_port}/hook?k=1", 5.0)
+    try:
+        assert [poster.post(b"{}", {"content-type": "application/json"}) for _ in range(20)] == [204] * 20
+        assert len(peers) == 1  # one connection for all twenty
+        import socket as _socket
+
+        handlers[0].connection.shutdown(_socket.SHUT_RDWR)  # the receiver drops the idle connection
+        time.sleep(0.1)
+        assert poster.post(b"{}", {}) == 204
+        assert len(peers) == 2
+    finally:
+        poster.close()
+        server.shutdown()
+        server.server_close()

@@ -127,6 +127,52 @@ def test_a_ticket_cancelled_during_the_check_fails_it_when_the_rest_accept(store
     assert store.get(party.id).status == "queued" and store.get_match("p", mid) is None
 
 
+def test_a_check_confirmed_for_an_allocator_is_matched_with_its_assignment_once(store):
+    party, solo, later, mid = _proposed(store, timeout_s=1.0)
+    for pid in ("a", "b"):
+        assert store.answer_check("p", mid, pid, True, allocate=True) == "pending"
+    assert store.answer_check("p", mid, "c", True, allocate=True) == "allocating"
+    assert store.answer_check("p", mid, "c", True, allocate=True) == "allocating"  # a replay
+    assert store.answer_check("p", mid, "c", False, allocate=True) == "allocating"  # too late to decline
+    time.sleep(1.2)
+    assert store.reap_checks("p") == 0 and store.get(party.id).status == "proposed"  # the deadline no longer applies
+    taken = store.take_allocations("p", 0.5)
+    assert [(x["match_id"], x["teams"]) for x in taken] == [(mid, [["a", "b"], ["c"]])]
+    assert store.take_allocations("p", 0.5) == []  # held by the first taker
+    time.sleep(0.7)
+    assert [x["match_id"] for x in store.take_allocations("p", 30)] == [mid]  # its lease ran out: taken over
+    assert store.finish_allocation("p", mid, {"connection": "10.0.0.9:7000", "gs": "x"}) == "matched"
+    assert store.finish_allocation("p", mid, None, "late") == "matched"  # the first outcome stands
+    for tid in (party.id, solo.id):
+        t = store.get(tid)
+        assert t.status == "matched" and t.result["assignment"] == {"connection": "10.0.0.9:7000", "gs": "x"}
+    assert store.get_match("p", mid).match_id == mid
+    assert store.take_allocations("p", 30) == []
+
+
+def test_a_confirmed_check_without_a_game_server_requeues_everyone_at_their_place(store):
+    party, solo, later, mid = _proposed(store)
+    for pid in ("a", "b", "c"):
+        store.answer_check("p", mid, pid, True, allocate=True)
+    assert [x["match_id"] for x in store.take_allocations("p", 30)] == [mid]
+    assert store.finish_allocation("p", mid, None, "no game server: HTTP 503") == "unallocated"
+    for tid in (party.id, solo.id):
+        t = store.get(tid)
+        assert t.status == "queued" and t.unmatched_reason == "no game server: HTTP 503" and t.result is None
+    assert store.queued_ids("p", 10)[:2] == [party.id, solo.id]  # ahead of the later ticket
+    assert store.get_match("p", mid) is None
+    assert store.answer_check("p", mid, "a", True, allocate=True) == "unallocated"
+
+
+def test_a_ticket_cancelled_while_the_allocator_is_asked_sends_the_others_back(store):
+    party2, solo2, _, mid2 = _proposed(store)
+    for pid in ("a", "b", "c"):
+        store.answer_check("p", mid2, pid, True, allocate=True)
+    store.cancel(solo2.id)
+    assert store.finish_allocation("p", mid2, {"connection": "h:1"}) != "matched"
+    assert store.get(party2.id).status == "queued"
+
+
 # --------------------------------------------------------------------------- end to end
 
 

@@ -71,6 +71,11 @@ CASES = [
     (["push", "--duration-s", HUGE], "--duration-s"),
     (["push", "--store", "nope"], "--store"),
     (["push", "--redis-restart"], "--redis-restart"),
+    # bench ready with kills: checked before any process starts
+    (["ready", "--kill-every-s", "0.05"], "--kill-every-s"),
+    (["ready", "--kill-every-s", "inf"], "--kill-every-s"),
+    (["ready", "--kill-every-s", "-1"], "--kill-every-s"),
+    (["ready", "--kill-every-s", "2", "--solvers", "99"], "--solvers"),
 ]
 
 

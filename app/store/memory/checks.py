@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..base import MatchRecord, MatchResult, Ticket
 from ..protocols import ReadyCheckStore
@@ -22,6 +23,7 @@ class _Check:
     accepted: set[str] = field(default_factory=set)
     status: str = "pending"
     ended_at: float = 0.0
+    alloc_until: float = 0.0  # while allocating: when another matchmaker may take the allocation over
 
 
 class MemoryChecks(MemoryCore, ReadyCheckStore):
@@ -55,7 +57,7 @@ class MemoryChecks(MemoryCore, ReadyCheckStore):
             return True
 
     def answer_check(self, pool: str, match_id: str, player_id: str, accept: bool,
-                     owner: str | None = None) -> str:
+                     owner: str | None = None, allocate: bool = False) -> str:
         with self._lock:
             c = self._checks.get((pool, match_id))
             if c is None or player_id not in c.player_ticket or (owner is not None and owner not in c.owners):
@@ -74,17 +76,59 @@ class MemoryChecks(MemoryCore, ReadyCheckStore):
             if not all(self._in_check(self._t.get(tid), match_id) for tid in c.tickets):  # one was cancelled
                 self._end_check(c, match_id)
                 return c.status
-            now = self._clock()
-            for tid in c.tickets:
-                t = self._t[tid]
-                t.status, t.lease_until = "matched", None
-                t.result = {**(t.result or {}), "matched_at": now}
-                self._free_players(t)
-                self._event("matched", t, match_id=match_id)
-            if c.record is not None:
-                self._keep_match(pool, c.record)
-            c.status, c.ended_at = "matched", now
+            if allocate:  # confirmed: the tickets stay proposed until the allocator answers
+                c.status, c.alloc_until = "allocating", self._clock()
+                return "allocating"
+            self._confirm(pool, c, match_id, None)
             return "matched"
+
+    def _confirm(self, pool: str, c: _Check, match_id: str, assignment: dict[str, Any] | None) -> None:
+        now = self._clock()
+        for tid in c.tickets:
+            t = self._t[tid]
+            t.status, t.lease_until = "matched", None
+            t.result = {**(t.result or {}), "matched_at": now}
+            if assignment is not None:
+                t.result["assignment"] = dict(assignment)
+            self._free_players(t)
+            self._event("matched", t, match_id=match_id)
+        if c.record is not None:
+            self._keep_match(pool, c.record)
+        c.status, c.ended_at = "matched", now
+
+    def take_allocations(self, pool: str, lease_s: float, limit: int = 16) -> list[dict[str, Any]]:
+        now, out = self._clock(), []
+        with self._lock:
+            for (p, mid), c in self._checks.items():
+                if len(out) >= limit:
+                    break
+                if p != pool or c.status != "allocating" or c.alloc_until > now:
+                    continue
+                c.alloc_until = now + lease_s
+                first = (self._t[c.tickets[0]].result or {}) if c.tickets[0] in self._t else {}
+                out.append({"match_id": mid, "pool": pool, "teams": first.get("teams"), "region": first.get("region")})
+        return out
+
+    def finish_allocation(self, pool: str, match_id: str, assignment: dict[str, Any] | None, reason: str = "") -> str:
+        with self._lock:
+            c = self._checks.get((pool, match_id))
+            if c is None:
+                return "unknown"
+            if c.status != "allocating":
+                return c.status
+            if not all(self._in_check(self._t.get(tid), match_id) for tid in c.tickets):  # one was cancelled
+                self._end_check(c, match_id)
+                return c.status
+            if assignment is not None:
+                self._confirm(pool, c, match_id, assignment)
+                return "matched"
+            for tid in c.tickets:  # no game server: every player back to their place, with the reason
+                t = self._t[tid]
+                t.result, t.unmatched_reason = None, reason or None
+                self._requeue(c.pool, t)
+                self._event("queued", t, requeued_from=match_id)
+            c.status, c.ended_at = "unallocated", self._clock()
+            return "unallocated"
 
     def _end_check(self, c: _Check, match_id: str, decliner: str | None = None, timed_out: bool = False) -> None:
         """Decline or timeout: the decliner's ticket (or, on timeout, every ticket with a player who did not
@@ -119,6 +163,6 @@ class MemoryChecks(MemoryCore, ReadyCheckStore):
                 if c.status == "pending" and c.deadline <= now:
                     self._end_check(c, mid, timed_out=True)
                     n += 1
-                elif c.status != "pending" and c.ended_at < now - self.match_retention_s:
+                elif c.status not in ("pending", "allocating") and c.ended_at < now - self.match_retention_s:
                     del self._checks[(p, mid)]
         return n

@@ -71,6 +71,20 @@ class MemoryEvents(MemoryCore, EventStore):
                 with self._lock:
                     self._log_waiters.discard((loop, fut))
 
+    def wait_events(self, after: dict[str, str], block_ms: int) -> bool:
+        since = {pool: _id(eid) for pool, eid in after.items()}
+        deadline = time.monotonic() + block_ms / 1000
+        with self._lock:
+            while True:
+                for pool, eid in since.items():
+                    log = self._log.get(pool)
+                    if log and log[-1][0] > eid:
+                        return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._log_cond.wait(left)
+
     def last_event_id(self, pool: str) -> str:
         with self._lock:
             log = self._log.get(pool)

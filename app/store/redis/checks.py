@@ -4,6 +4,7 @@ index of the pool's pending checks by deadline, in the pool's slot; each step on
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ...keys import EVENTS_MAXLEN, TICKET_RETENTION_S
 from ..base import MatchRecord, MatchResult
@@ -38,15 +39,31 @@ class RedisChecks(RedisCore, ReadyCheckStore):
 
     def _check_keys(self, pool: str, check_key: str, match_id: str) -> list[str]:
         k = self.keys
-        return [*self._ended_keys(pool), k.checks(pool), check_key, k.match(pool, match_id), k.matches(pool)]
+        return [*self._ended_keys(pool), k.checks(pool), check_key, k.match(pool, match_id), k.matches(pool),
+                k.allocations(pool)]
 
     def answer_check(self, pool: str, match_id: str, player_id: str, accept: bool,
-                     owner: str | None = None) -> str:
+                     owner: str | None = None, allocate: bool = False) -> str:
         k = self.keys
         keys = self._check_keys(pool, k.check(pool, match_id), match_id)
         args = ["answer", k.ticket(pool, ""), EVENTS_MAXLEN, k.check(pool, ""), match_id, player_id,
                 "1" if accept else "0", owner or "", repr(self.match_retention_s), self.match_max_count,
-                k.match(pool, "")]
+                k.match(pool, ""), "1" if allocate else "0"]
+        return str(self._script("ready_check")(keys=keys, args=args))
+
+    def take_allocations(self, pool: str, lease_s: float, limit: int = 16) -> list[dict[str, Any]]:
+        """At Redis TIME."""
+        k = self.keys
+        keys = self._check_keys(pool, k.checks(pool), "-")
+        args = ["take", k.ticket(pool, ""), EVENTS_MAXLEN, k.check(pool, ""), repr(float(lease_s)), int(limit)]
+        return [{**json.loads(x), "pool": pool} for x in self._script("ready_check")(keys=keys, args=args)]
+
+    def finish_allocation(self, pool: str, match_id: str, assignment: dict[str, Any] | None, reason: str = "") -> str:
+        k = self.keys
+        keys = self._check_keys(pool, k.check(pool, match_id), match_id)
+        args = ["finish", k.ticket(pool, ""), EVENTS_MAXLEN, k.check(pool, ""), match_id,
+                json.dumps(assignment) if assignment is not None else "", reason, repr(self.match_retention_s),
+                self.match_max_count, k.match(pool, "")]
         return str(self._script("ready_check")(keys=keys, args=args))
 
     def reap_checks(self, pool: str, now: float | None = None) -> int:

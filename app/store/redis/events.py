@@ -13,7 +13,7 @@ import redis.exceptions as rex
 
 from ...keys import WEBHOOK_DEAD_LETTER_MAXLEN
 from ..protocols import EventStore
-from .core import RedisCore
+from .core import RedisCore, _LazyCluster
 from .errors import _guard_public
 
 
@@ -35,6 +35,22 @@ class RedisEvents(RedisCore, EventStore):
             return await anyio.to_thread.run_sync(lambda: self.read_events(pool, after, count, block_ms))
         resp = await aio[0].xread({self.keys.events(pool): after}, count=count, block=block_ms or None)
         return [(eid, f) for _, entries in (resp or []) for eid, f in entries if f]
+
+    def wait_events(self, after: dict[str, str], block_ms: int) -> bool:
+        if not after:
+            time.sleep(block_ms / 1000)
+            return False
+        streams = {self.keys.events(pool): eid for pool, eid in after.items()}
+        if len(streams) > 1 and isinstance(self.r, _LazyCluster):
+            # the pools' streams are in different slots, which one XREAD cannot span: look every 5 ms
+            deadline = time.monotonic() + block_ms / 1000
+            while True:
+                if any(self.r.xread({k: v}, count=1) for k, v in streams.items()):
+                    return True
+                if (left := deadline - time.monotonic()) <= 0:
+                    return False
+                time.sleep(min(0.005, left))
+        return bool(self.r.xread(streams, count=1, block=max(1, int(block_ms))))
 
     def last_event_id(self, pool: str) -> str:
         last = self.r.xrevrange(self.keys.events(pool), count=1)
