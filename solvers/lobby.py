@@ -543,7 +543,7 @@ class _Lobby:
     def _moves(self, cur: np.ndarray, ok: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
         """A seeded sample of swaps as (a, b, A, B): players A (padded −1) leave team a (−1 bench) for
         team b, players B leave b for a. Shapes: a, b [M]; A, B [M, W] (W: the largest party, ≥ 1)."""
-        rng, pr = self.rng, self.pyrng
+        rng = self.rng
         W = self.unit_members.shape[1] if self.units else 1
         solo = self.free_solo
         sel_solo = np.flatnonzero((cur >= 0) & solo)
@@ -581,25 +581,26 @@ class _Lobby:
                 pu, pv = pu[pick], pv[pick]
             if len(pu):
                 add(cur[first[pu]], cur[first[pv]], self.unit_members[pu], self.unit_members[pv])
-            # ... and with as many solos of one team (or of the admitted bench)
+            # ... and with as many solos of one team (or of the admitted bench): the solos in a seeded
+            # order grouped by team (bench first), m consecutive ones of the team's block from a random
+            # start (distinct while the block holds m)
             units = np.flatnonzero(ok[first])
             if len(units):
-                groups: dict[int, list[int]] = {}
-                for i in np.flatnonzero(solo & ((cur >= 0) | ok)).tolist():
-                    groups.setdefault(int(cur[i]), []).append(i)
-                ea, eb, eA, eB = [], [], [], []
-                for _ in range(min(PARTY_DRAWS, 2 * len(units))):
-                    u = int(units[pr.randrange(len(units))])
-                    j, t, m = int(cur[first[u]]), pr.randrange(-1, self.D), int(self.unit_len[u])
-                    pool = groups.get(t, ())
-                    if t == j or len(pool) < m:
-                        continue
-                    ea.append(j)
-                    eb.append(t)
-                    eA.append(self.unit_members[u])
-                    eB.append(pr.sample(pool, m) + [-1] * (W - m))
-                if ea:
-                    add(ea, eb, np.stack(eA), np.asarray(eB))
+                movable = np.flatnonzero(solo & ((cur >= 0) | ok))
+                movable = movable[rng.permutation(len(movable))]
+                movable = movable[np.argsort(cur[movable], kind="stable")]
+                count = np.bincount(cur[movable] + 1, minlength=self.D + 1)
+                start = np.concatenate([[0], np.cumsum(count)[:-1]])
+                k = min(PARTY_DRAWS, 2 * len(units))
+                u = units[rng.integers(0, len(units), k)]
+                j, t, m = cur[first[u]], rng.integers(-1, self.D, k), self.unit_len[u]
+                keep = (t != j) & (count[t + 1] >= m)
+                u, j, t, m = u[keep], j[keep], t[keep], m[keep]
+                if len(u):
+                    off = rng.integers(0, np.iinfo(np.int64).max, len(u)) % count[t + 1]
+                    col = np.arange(W)
+                    pos = start[t + 1][:, None] + (off[:, None] + col) % count[t + 1][:, None]
+                    add(j, t, self.unit_members[u], np.where(col < m[:, None], movable[pos], -1))
         if not a_parts:
             return (np.zeros(0, np.int64),) * 2 + (np.zeros((0, W), np.int64),) * 2
         return (np.concatenate(a_parts), np.concatenate(b_parts), np.concatenate(A_parts),
@@ -618,8 +619,7 @@ class _Lobby:
             ok &= np.where(a >= 0, counts[np.maximum(a, 0)] + d >= need, True)
             ok &= np.where(b >= 0, counts[np.maximum(b, 0)] - d >= need, True)
         if self.balance is not None:
-            means = self._team_means_after(cur, a, b, A, B)
-            ok &= means.max(1) - means.min(1) <= self.balance + 1e-6 * max(1.0, abs(self.balance))
+            ok &= self._spread_after(cur, a, b, A, B) <= self.balance + 1e-6 * max(1.0, abs(self.balance))
         return ok
 
     def _apply(self, cur: np.ndarray, a: int, b: int, A: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -649,7 +649,7 @@ class _Lobby:
         U = ev.phi(T) if ev.sets else None
         cur_val = ev.value(T.astype(np.float64))
         best, best_val = cur.copy(), cur_val
-        self.bests = [best]
+        self.bests = [(best_val, best)]  # every new best of the climb with its value (the finish re-checks them)
         iters, taken, kicks, stale, pace = 0, 0, 0, 0, 0.0
 
         def refresh(teams) -> None:
@@ -732,24 +732,32 @@ class _Lobby:
                     stale = 0
             if cur_val > best_val + EPS:
                 best, best_val = cur.copy(), cur_val
-                self.bests.append(best)
+                self.bests.append((best_val, best))
                 stale = 0
             pace = max(pace * 0.7, time.perf_counter() - t0)
         return best, best_val, {"iterations": iters, "moves": taken, "kicks": kicks}
 
-    def _team_means_after(self, cur, a, b, A, B) -> np.ndarray:
-        """Each team's mean skill after each move (A goes a → b, B goes b → a; −1 is the bench) — float [M, D]."""
+    def _spread_after(self, cur, a, b, A, B) -> np.ndarray:
+        """The gap of team mean skills (strongest − weakest) after each move (A goes a → b, B goes b → a;
+        −1 is the bench) — float [M]. A move changes two means; the other teams' extremes are the
+        first of the three strongest (weakest) teams that the move does not touch."""
         sk = np.append(self.skill, 0.0)
         sums = np.bincount(cur[cur >= 0], weights=self.skill[cur >= 0], minlength=self.D)
-        d = sk[B].sum(1) - sk[A].sum(1)
         size = self.sizes.astype(float)
-        means = np.broadcast_to(sums / size, (len(a), self.D)).copy()
-        rows = np.arange(len(a))
-        on = a >= 0
-        means[rows[on], a[on]] += d[on] / size[a[on]]
-        on = b >= 0
-        means[rows[on], b[on]] -= d[on] / size[b[on]]
-        return means
+        means = sums / size
+        d = sk[B].sum(1) - sk[A].sum(1)
+        new_a = np.where(a >= 0, means[np.maximum(a, 0)] + d / size[np.maximum(a, 0)], np.nan)
+        new_b = np.where(b >= 0, means[np.maximum(b, 0)] - d / size[np.maximum(b, 0)], np.nan)
+        order = np.argsort(means)
+        top = np.full(len(a), -np.inf)
+        bot = np.full(len(a), np.inf)
+        for t in order[-3:][::-1]:
+            top = np.where(np.isinf(top) & (a != t) & (b != t), means[t], top)
+        for t in order[:3]:
+            bot = np.where(np.isinf(bot) & (a != t) & (b != t), means[t], bot)
+        hi = np.fmax(np.fmax(new_a, new_b), top)
+        lo = np.fmin(np.fmin(new_a, new_b), bot)
+        return hi - lo
 
     def _role_deficit(self, cur: np.ndarray, a: np.ndarray, b: np.ndarray, A: np.ndarray,
                       B: np.ndarray) -> np.ndarray:
@@ -779,8 +787,7 @@ class _Lobby:
         out += include_weight * (incl + np.where(b < 0, ia - ib, 0) + np.where(a < 0, ib - ia, 0))
         out += self._role_deficit(cur, a, b, A, B)
         if self.balance is not None:
-            means = self._team_means_after(cur, a, b, A, B)
-            excess = means.max(1) - means.min(1) - self.balance - tolerance(self.balance)
+            excess = self._spread_after(cur, a, b, A, B) - self.balance - tolerance(self.balance)
             out += np.where(excess > 0, 1.0 + excess / max(self.balance, 1.0), 0.0)
         return out
 
@@ -947,8 +954,7 @@ class LobbySolver:
             stats.setdefault("construct_ms", round((t1 - t0) * 1e3, 1))
             stats.setdefault("construct_attempts", attempt)
             _, _, info = lobby.climb(built, ok, end - FINISH_CHECKS * check_s)
-            found.extend((lobby.ev.value(np.stack([lobby.emb[b == j].sum(0) for j in range(lobby.D)])), b)
-                         for b in lobby.bests)
+            found.extend(lobby.bests)
             for k, v in info.items():
                 stats[k] = stats.get(k, 0) + v
             stats["restarts"] += 1
