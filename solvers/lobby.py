@@ -70,6 +70,10 @@ FINISH_CHECKS = 2.5
 #: samples make more iterations in the budget (measured on br-100 at 80 ms of CPU: 1 000 → 2.9% gap,
 #: 500 → 1.5%, with MULTI 16)
 SAMPLE = 400
+#: repair: candidate moves judged on the rules per step (moves of the broken rules' players first)
+REPAIR_TRIES = 48
+#: member × bench swaps are all scored (not sampled) when there are at most this many times the sample
+ENUMERATE = 3
 #: improving candidates (past the cheap filters) handed to the checker per round, and rounds per iteration
 CHECK = 8
 CHECK_ROUNDS = 3
@@ -566,9 +570,12 @@ class _Lobby:
                 parts.append(X)
 
         if len(sel_solo) and len(bench):
-            i = sel_solo[rng.integers(0, len(sel_solo), n)]
-            k = bench[rng.integers(0, len(bench), n)]
-            add(cur[i], np.full(n, -1), i, k)
+            if len(sel_solo) * len(bench) <= ENUMERATE * n:  # a small neighbourhood: all of it (ffa-32: ~1 000)
+                i, k = np.repeat(sel_solo, len(bench)), np.tile(bench, len(sel_solo))
+            else:
+                i = sel_solo[rng.integers(0, len(sel_solo), n)]
+                k = bench[rng.integers(0, len(bench), n)]
+            add(cur[i], np.full(len(i), -1), i, k)
         if len(sel_solo) > 1 and self.D > 1 and self.sizes.max() > 1:  # teams of one: a swap changes nothing
             i = sel_solo[rng.integers(0, len(sel_solo), n)]
             k = sel_solo[rng.integers(0, len(sel_solo), n)]
@@ -878,7 +885,9 @@ class _Lobby:
             best_c, best_score = None, base + total - 1e-9
             touch = hot[A].any(1) | hot[B].any(1)
             tie = self.rng.random(len(a))
-            for c in np.lexsort((tie, v, ~touch))[:160]:  # moves of the players of broken rules first
+            for n_c, c in enumerate(np.lexsort((tie, v, ~touch))[:REPAIR_TRIES]):  # moves of the players of broken rules first
+                if n_c % 32 == 31 and time.perf_counter() > deadline:
+                    return None
                 if v[c] >= best_score:
                     continue
                 moved = np.concatenate([A[c][A[c] >= 0], B[c][B[c] >= 0]])
