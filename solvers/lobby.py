@@ -323,6 +323,8 @@ class _Lobby:
                 self.balance = r.max_diff if self.balance is None else min(self.balance, r.max_diff)
             elif isinstance(r, SkillSpreadRule):
                 self.spread = r.max_spread if self.spread is None else min(self.spread, r.max_spread)
+        #: construction balances the squads until the gap of team mean skills is this low
+        self.balance_target = None if self.balance is None else 0.9 * self.balance
         self.has_ping = any(isinstance(r, MaxPingRule) for r in inst.rules)
         self.residual = _Residual(problem)
         self.index_of = inst.index
@@ -510,7 +512,7 @@ class _Lobby:
             order = np.argsort(means)
             hi, lo = int(order[-1]), int(order[0])
             gap = means[hi] - means[lo]
-            if gap <= 0.9 * self.balance:
+            if gap <= self.balance_target:
                 return
             at_ends = ((team_of == hi) | (team_of == lo)) & solo
             ends = np.flatnonzero(at_ends)
@@ -911,6 +913,30 @@ class _Lobby:
 def _widen(X: np.ndarray, width: int) -> np.ndarray:
     """Member rows padded with −1 to ``width`` columns."""
     return np.hstack([X, np.full((X.shape[0], width - X.shape[1]), -1, dtype=np.int64)])
+
+
+def skill_lobby(problem: Problem, anchor: int, deadline: float) -> np.ndarray | None:
+    """The skill-based matchmaker's lobby at sizes its MIPs cannot answer in a budget (``skill``'s large
+    path): the construction with no engagement value and no jitter — the ``anchor`` kept, the
+    candidates nearest in skill to the included players first — then the squads balanced by solo swaps
+    as far as they go (not just under the bound), and a repair of what construction does not see.
+    None when no admitted set yields a feasible lobby by ``deadline``."""
+    lobby = _Lobby(problem, np.random.default_rng(0))
+    lobby.value = np.zeros(lobby.N)
+    lobby.include[anchor] = True
+    if lobby.balance is not None:
+        lobby.balance_target = 0.0
+    for ok in lobby.admitted_sets():
+        if time.perf_counter() > deadline:
+            return None
+        built = lobby.construct(ok, 0.0)
+        if built is None:
+            continue
+        if not problem.checker.feasible(built[None])[0]:
+            built = lobby.repair(built, ok, deadline)
+        if built is not None and problem.checker.feasible(built[None])[0]:
+            return built
+    return None
 
 
 def supports(problem: Problem) -> bool:
