@@ -391,7 +391,7 @@ class _Lobby:
 
     # ------------------------------------------------------------------ construction
 
-    def construct(self, ok: np.ndarray, jitter: float = 0.5) -> np.ndarray | None:
+    def construct(self, ok: np.ndarray, jitter: float = 0.5, deadline: float = math.inf) -> np.ndarray | None:
         """A lobby of the players ``ok`` admits; ``jitter`` (standard deviations) spreads the order of
         the candidates (restarts raise it, for other lobbies)."""
         rng, D = self.rng, self.D
@@ -495,10 +495,10 @@ class _Lobby:
             j = open_[np.argmin(mean[open_])] if self.balance is not None else open_[np.argmax(free[open_])]
             place(np.asarray([i]), int(j))
         if self.balance is not None:
-            self._balance(team_of, ok)
+            self._balance(team_of, ok, deadline=deadline)
         return team_of
 
-    def _balance(self, team_of: np.ndarray, ok: np.ndarray, steps: int = 200) -> None:
+    def _balance(self, team_of: np.ndarray, ok: np.ndarray, steps: int = 200, deadline: float = math.inf) -> None:
         """Narrow the gap of team mean skills below the bound: each step takes the best swap of a solo of
         the strongest or the weakest team with another team's solo or an admitted bench solo (role
         minimums and included players kept). Vectorized per step: the gap after a swap is the spread of
@@ -507,6 +507,8 @@ class _Lobby:
         sizes = self.sizes.astype(float)
         accs = [(acc, need) for acc, need in self.role_min]
         for _ in range(steps):
+            if time.perf_counter() > deadline:  # (the balance already met or not: the checker judges)
+                return
             sums = np.bincount(team_of[team_of >= 0], weights=self.skill[team_of >= 0], minlength=self.D)
             means = sums / sizes
             order = np.argsort(means)
@@ -929,7 +931,8 @@ def skill_lobby(problem: Problem, anchor: int, deadline: float) -> np.ndarray | 
     for ok in lobby.admitted_sets():
         if time.perf_counter() > deadline:
             return None
-        built = lobby.construct(ok, 0.0)
+        # the squads' balancing past the bound gets at most half of the time left (repair needs the rest)
+        built = lobby.construct(ok, 0.0, time.perf_counter() + 0.5 * max(0.0, deadline - time.perf_counter()))
         if built is None:
             continue
         if not problem.checker.feasible(built[None])[0]:
@@ -942,7 +945,9 @@ def skill_lobby(problem: Problem, anchor: int, deadline: float) -> np.ndarray | 
 def supports(problem: Problem) -> bool:
     """Whether the lobby search handles every rule of ``problem`` (all kinds but ``roles`` slots and
     ``role_max``, which its construction does not fill)."""
-    return _Residual(problem).supported
+    # the rule kinds alone (what _Residual accepts), without compiling the checks: the policy asks this
+    # inside the budget before the lobby search builds its own _Residual
+    return all(isinstance(r, (*KEPT, AvoidRule, IfRule, LinearRule)) for r in problem.instance.rules)
 
 
 def lobby_answer(problem: Problem, budget: Budget, method: str, seed: int = 0) -> Solution:
