@@ -48,6 +48,7 @@ def pool_instance(preset: str, candidates: int, matches: int, seed: int) -> Inst
     players: list[dict] = []
     extras: list[dict] = []
     max_diff, max_ms, slots = 0.0, 0.0, None
+    seen_balance = seen_ping = False
 
     def renamed(q: int, pl) -> dict:
         d = pl.to_json()
@@ -61,9 +62,9 @@ def pool_instance(preset: str, candidates: int, matches: int, seed: int) -> Inst
         inst = g.instance
         for r in inst.rules:
             if isinstance(r, SkillBalanceRule) and q < matches:
-                max_diff = max(max_diff, r.max_diff)
+                max_diff, seen_balance = max(max_diff, r.max_diff), True
             elif isinstance(r, MaxPingRule) and q < matches:
-                max_ms = max(max_ms, r.max_ms)
+                max_ms, seen_ping = max(max_ms, r.max_ms), True
             elif isinstance(r, RolesRule):
                 slots = dict(r.slots)
         for i, pl in enumerate(inst.players):
@@ -80,7 +81,12 @@ def pool_instance(preset: str, candidates: int, matches: int, seed: int) -> Inst
     for d in players:
         if d.get("party") is not None and count[d["party"]] < 2:
             del d["party"]
-    rules = [RolesRule(slots).to_json(), SkillBalanceRule(max_diff).to_json(), MaxPingRule(max_ms).to_json()]
+    # the pool's player-free rules its parts have (a free-for-all has no roles and no squad balance)
+    rules = [] if slots is None else [RolesRule(slots).to_json()]
+    if seen_balance:
+        rules.append(SkillBalanceRule(max_diff).to_json())
+    if seen_ping:
+        rules.append(MaxPingRule(max_ms).to_json())
     if any(d.get("party") is not None for d in players):
         rules.append(PartyTogetherRule().to_json())
     order = np.random.default_rng([seed, 7]).permutation(len(players))  # no ordering hint for the solvers

@@ -87,7 +87,9 @@ def pool_config(pool: str) -> dict | None:
     if pool not in EXTRA_POOLS:
         raise InvalidInput("pool", f"no service pool for preset {pool!r}; known: "
                                    f"{', '.join([p['name'] for p in DEFAULT_CONFIG['pools']] + list(EXTRA_POOLS))}")
-    return {"pools": [EXTRA_POOLS[pool]]}
+    # with the built-in pool its twins go to (twin_pool): a player queued in both is part of the run
+    twin = next(p for p in DEFAULT_CONFIG["pools"] if p["name"] == twin_pool(pool))
+    return {"pools": [EXTRA_POOLS[pool], twin]}
 MAIN = [sys.executable, "-c", "from mgmatch.app.cli import main; main()"]
 def redis_persistence(appendfsync: str) -> tuple[str, ...]:
     """The chaos Redis's persistence flags: AOF with this fsync policy, no RDB snapshots."""

@@ -115,6 +115,9 @@ class Client:
     async def get(self, path: str) -> Response:
         return await self.request("GET", path)
 
+    async def delete(self, path: str) -> Response:
+        return await self.request("DELETE", path)
+
     async def __aenter__(self) -> Client:
         return self
 

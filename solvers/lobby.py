@@ -66,13 +66,19 @@ from .interface import Budget, register
 RESERVE_S = 0.003
 #: the finish (the checker's verdict on the answer, the Solution's region) costs about this many checker calls
 FINISH_CHECKS = 2.5
-#: most candidate swaps scored per iteration, per kind (members × bench, member × member)
-SAMPLE = 1000
+#: most candidate swaps scored per iteration, per kind (members × bench, member × member): smaller
+#: samples make more iterations in the budget (measured on br-100 at 80 ms of CPU: 1 000 → 2.9% gap,
+#: 500 → 1.5%, with MULTI 16)
+SAMPLE = 400
+#: repair: candidate moves judged on the rules per step (moves of the broken rules' players first)
+REPAIR_TRIES = 48
+#: member × bench swaps are all scored (not sampled) when there are at most this many times the sample
+ENUMERATE = 3
 #: improving candidates (past the cheap filters) handed to the checker per round, and rounds per iteration
 CHECK = 8
 CHECK_ROUNDS = 3
 #: most moves (on distinct teams) taken together in one iteration
-MULTI = 8
+MULTI = 16
 #: party-for-solos swaps drawn per iteration
 PARTY_DRAWS = 64
 #: iterations without an improving feasible move before a kick
@@ -87,6 +93,8 @@ VALUE_WEIGHT = 4.0
 JITTER = 0.5
 #: skill windows per host region tried besides the fullest one (the best by engagement value)
 WINDOWS = 2
+#: a restart (a new construction and its climb) needs this many times the longest construction left
+RESTART_SHARE = 3.0
 #: construction attempts (seeded orders) before giving up
 ATTEMPTS = 6
 EPS = 1e-9
@@ -315,6 +323,8 @@ class _Lobby:
                 self.balance = r.max_diff if self.balance is None else min(self.balance, r.max_diff)
             elif isinstance(r, SkillSpreadRule):
                 self.spread = r.max_spread if self.spread is None else min(self.spread, r.max_spread)
+        #: construction balances the squads until the gap of team mean skills is this low
+        self.balance_target = None if self.balance is None else 0.9 * self.balance
         self.has_ping = any(isinstance(r, MaxPingRule) for r in inst.rules)
         self.residual = _Residual(problem)
         self.index_of = inst.index
@@ -381,7 +391,7 @@ class _Lobby:
 
     # ------------------------------------------------------------------ construction
 
-    def construct(self, ok: np.ndarray, jitter: float = 0.5) -> np.ndarray | None:
+    def construct(self, ok: np.ndarray, jitter: float = 0.5, deadline: float = math.inf) -> np.ndarray | None:
         """A lobby of the players ``ok`` admits; ``jitter`` (standard deviations) spreads the order of
         the candidates (restarts raise it, for other lobbies)."""
         rng, D = self.rng, self.D
@@ -485,10 +495,10 @@ class _Lobby:
             j = open_[np.argmin(mean[open_])] if self.balance is not None else open_[np.argmax(free[open_])]
             place(np.asarray([i]), int(j))
         if self.balance is not None:
-            self._balance(team_of, ok)
+            self._balance(team_of, ok, deadline=deadline)
         return team_of
 
-    def _balance(self, team_of: np.ndarray, ok: np.ndarray, steps: int = 200) -> None:
+    def _balance(self, team_of: np.ndarray, ok: np.ndarray, steps: int = 200, deadline: float = math.inf) -> None:
         """Narrow the gap of team mean skills below the bound: each step takes the best swap of a solo of
         the strongest or the weakest team with another team's solo or an admitted bench solo (role
         minimums and included players kept). Vectorized per step: the gap after a swap is the spread of
@@ -497,12 +507,14 @@ class _Lobby:
         sizes = self.sizes.astype(float)
         accs = [(acc, need) for acc, need in self.role_min]
         for _ in range(steps):
+            if time.perf_counter() > deadline:  # (the balance already met or not: the checker judges)
+                return
             sums = np.bincount(team_of[team_of >= 0], weights=self.skill[team_of >= 0], minlength=self.D)
             means = sums / sizes
             order = np.argsort(means)
             hi, lo = int(order[-1]), int(order[0])
             gap = means[hi] - means[lo]
-            if gap <= 0.9 * self.balance:
+            if gap <= self.balance_target:
                 return
             at_ends = ((team_of == hi) | (team_of == lo)) & solo
             ends = np.flatnonzero(at_ends)
@@ -543,7 +555,7 @@ class _Lobby:
     def _moves(self, cur: np.ndarray, ok: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
         """A seeded sample of swaps as (a, b, A, B): players A (padded −1) leave team a (−1 bench) for
         team b, players B leave b for a. Shapes: a, b [M]; A, B [M, W] (W: the largest party, ≥ 1)."""
-        rng, pr = self.rng, self.pyrng
+        rng = self.rng
         W = self.unit_members.shape[1] if self.units else 1
         solo = self.free_solo
         sel_solo = np.flatnonzero((cur >= 0) & solo)
@@ -562,9 +574,12 @@ class _Lobby:
                 parts.append(X)
 
         if len(sel_solo) and len(bench):
-            i = sel_solo[rng.integers(0, len(sel_solo), n)]
-            k = bench[rng.integers(0, len(bench), n)]
-            add(cur[i], np.full(n, -1), i, k)
+            if len(sel_solo) * len(bench) <= ENUMERATE * n:  # a small neighbourhood: all of it (ffa-32: ~1 000)
+                i, k = np.repeat(sel_solo, len(bench)), np.tile(bench, len(sel_solo))
+            else:
+                i = sel_solo[rng.integers(0, len(sel_solo), n)]
+                k = bench[rng.integers(0, len(bench), n)]
+            add(cur[i], np.full(len(i), -1), i, k)
         if len(sel_solo) > 1 and self.D > 1 and self.sizes.max() > 1:  # teams of one: a swap changes nothing
             i = sel_solo[rng.integers(0, len(sel_solo), n)]
             k = sel_solo[rng.integers(0, len(sel_solo), n)]
@@ -581,25 +596,26 @@ class _Lobby:
                 pu, pv = pu[pick], pv[pick]
             if len(pu):
                 add(cur[first[pu]], cur[first[pv]], self.unit_members[pu], self.unit_members[pv])
-            # ... and with as many solos of one team (or of the admitted bench)
+            # ... and with as many solos of one team (or of the admitted bench): the solos in a seeded
+            # order grouped by team (bench first), m consecutive ones of the team's block from a random
+            # start (distinct while the block holds m)
             units = np.flatnonzero(ok[first])
             if len(units):
-                groups: dict[int, list[int]] = {}
-                for i in np.flatnonzero(solo & ((cur >= 0) | ok)).tolist():
-                    groups.setdefault(int(cur[i]), []).append(i)
-                ea, eb, eA, eB = [], [], [], []
-                for _ in range(min(PARTY_DRAWS, 2 * len(units))):
-                    u = int(units[pr.randrange(len(units))])
-                    j, t, m = int(cur[first[u]]), pr.randrange(-1, self.D), int(self.unit_len[u])
-                    pool = groups.get(t, ())
-                    if t == j or len(pool) < m:
-                        continue
-                    ea.append(j)
-                    eb.append(t)
-                    eA.append(self.unit_members[u])
-                    eB.append(pr.sample(pool, m) + [-1] * (W - m))
-                if ea:
-                    add(ea, eb, np.stack(eA), np.asarray(eB))
+                movable = np.flatnonzero(solo & ((cur >= 0) | ok))
+                movable = movable[rng.permutation(len(movable))]
+                movable = movable[np.argsort(cur[movable], kind="stable")]
+                count = np.bincount(cur[movable] + 1, minlength=self.D + 1)
+                start = np.concatenate([[0], np.cumsum(count)[:-1]])
+                k = min(PARTY_DRAWS, 2 * len(units))
+                u = units[rng.integers(0, len(units), k)]
+                j, t, m = cur[first[u]], rng.integers(-1, self.D, k), self.unit_len[u]
+                keep = (t != j) & (count[t + 1] >= m)
+                u, j, t, m = u[keep], j[keep], t[keep], m[keep]
+                if len(u):
+                    off = rng.integers(0, np.iinfo(np.int64).max, len(u)) % count[t + 1]
+                    col = np.arange(W)
+                    pos = start[t + 1][:, None] + (off[:, None] + col) % count[t + 1][:, None]
+                    add(j, t, self.unit_members[u], np.where(col < m[:, None], movable[pos], -1))
         if not a_parts:
             return (np.zeros(0, np.int64),) * 2 + (np.zeros((0, W), np.int64),) * 2
         return (np.concatenate(a_parts), np.concatenate(b_parts), np.concatenate(A_parts),
@@ -618,8 +634,7 @@ class _Lobby:
             ok &= np.where(a >= 0, counts[np.maximum(a, 0)] + d >= need, True)
             ok &= np.where(b >= 0, counts[np.maximum(b, 0)] - d >= need, True)
         if self.balance is not None:
-            means = self._team_means_after(cur, a, b, A, B)
-            ok &= means.max(1) - means.min(1) <= self.balance + 1e-6 * max(1.0, abs(self.balance))
+            ok &= self._spread_after(cur, a, b, A, B) <= self.balance + 1e-6 * max(1.0, abs(self.balance))
         return ok
 
     def _apply(self, cur: np.ndarray, a: int, b: int, A: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -649,7 +664,7 @@ class _Lobby:
         U = ev.phi(T) if ev.sets else None
         cur_val = ev.value(T.astype(np.float64))
         best, best_val = cur.copy(), cur_val
-        self.bests = [best]
+        self.bests = [(best_val, best)]  # every new best of the climb with its value (the finish re-checks them)
         iters, taken, kicks, stale, pace = 0, 0, 0, 0, 0.0
 
         def refresh(teams) -> None:
@@ -732,24 +747,32 @@ class _Lobby:
                     stale = 0
             if cur_val > best_val + EPS:
                 best, best_val = cur.copy(), cur_val
-                self.bests.append(best)
+                self.bests.append((best_val, best))
                 stale = 0
             pace = max(pace * 0.7, time.perf_counter() - t0)
         return best, best_val, {"iterations": iters, "moves": taken, "kicks": kicks}
 
-    def _team_means_after(self, cur, a, b, A, B) -> np.ndarray:
-        """Each team's mean skill after each move (A goes a → b, B goes b → a; −1 is the bench) — float [M, D]."""
+    def _spread_after(self, cur, a, b, A, B) -> np.ndarray:
+        """The gap of team mean skills (strongest − weakest) after each move (A goes a → b, B goes b → a;
+        −1 is the bench) — float [M]. A move changes two means; the other teams' extremes are the
+        first of the three strongest (weakest) teams that the move does not touch."""
         sk = np.append(self.skill, 0.0)
         sums = np.bincount(cur[cur >= 0], weights=self.skill[cur >= 0], minlength=self.D)
-        d = sk[B].sum(1) - sk[A].sum(1)
         size = self.sizes.astype(float)
-        means = np.broadcast_to(sums / size, (len(a), self.D)).copy()
-        rows = np.arange(len(a))
-        on = a >= 0
-        means[rows[on], a[on]] += d[on] / size[a[on]]
-        on = b >= 0
-        means[rows[on], b[on]] -= d[on] / size[b[on]]
-        return means
+        means = sums / size
+        d = sk[B].sum(1) - sk[A].sum(1)
+        new_a = np.where(a >= 0, means[np.maximum(a, 0)] + d / size[np.maximum(a, 0)], np.nan)
+        new_b = np.where(b >= 0, means[np.maximum(b, 0)] - d / size[np.maximum(b, 0)], np.nan)
+        order = np.argsort(means)
+        top = np.full(len(a), -np.inf)
+        bot = np.full(len(a), np.inf)
+        for t in order[-3:][::-1]:
+            top = np.where(np.isinf(top) & (a != t) & (b != t), means[t], top)
+        for t in order[:3]:
+            bot = np.where(np.isinf(bot) & (a != t) & (b != t), means[t], bot)
+        hi = np.fmax(np.fmax(new_a, new_b), top)
+        lo = np.fmin(np.fmin(new_a, new_b), bot)
+        return hi - lo
 
     def _role_deficit(self, cur: np.ndarray, a: np.ndarray, b: np.ndarray, A: np.ndarray,
                       B: np.ndarray) -> np.ndarray:
@@ -779,8 +802,7 @@ class _Lobby:
         out += include_weight * (incl + np.where(b < 0, ia - ib, 0) + np.where(a < 0, ib - ia, 0))
         out += self._role_deficit(cur, a, b, A, B)
         if self.balance is not None:
-            means = self._team_means_after(cur, a, b, A, B)
-            excess = means.max(1) - means.min(1) - self.balance - tolerance(self.balance)
+            excess = self._spread_after(cur, a, b, A, B) - self.balance - tolerance(self.balance)
             out += np.where(excess > 0, 1.0 + excess / max(self.balance, 1.0), 0.0)
         return out
 
@@ -867,7 +889,9 @@ class _Lobby:
             best_c, best_score = None, base + total - 1e-9
             touch = hot[A].any(1) | hot[B].any(1)
             tie = self.rng.random(len(a))
-            for c in np.lexsort((tie, v, ~touch))[:160]:  # moves of the players of broken rules first
+            for n_c, c in enumerate(np.lexsort((tie, v, ~touch))[:REPAIR_TRIES]):  # moves of the players of broken rules first
+                if n_c % 32 == 31 and time.perf_counter() > deadline:
+                    return None
                 if v[c] >= best_score:
                     continue
                 moved = np.concatenate([A[c][A[c] >= 0], B[c][B[c] >= 0]])
@@ -893,10 +917,37 @@ def _widen(X: np.ndarray, width: int) -> np.ndarray:
     return np.hstack([X, np.full((X.shape[0], width - X.shape[1]), -1, dtype=np.int64)])
 
 
+def skill_lobby(problem: Problem, anchor: int, deadline: float) -> np.ndarray | None:
+    """The skill-based matchmaker's lobby at sizes its MIPs cannot answer in a budget (``skill``'s large
+    path): the construction with no engagement value and no jitter — the ``anchor`` kept, the
+    candidates nearest in skill to the included players first — then the squads balanced by solo swaps
+    as far as they go (not just under the bound), and a repair of what construction does not see.
+    None when no admitted set yields a feasible lobby by ``deadline``."""
+    lobby = _Lobby(problem, np.random.default_rng(0))
+    lobby.value = np.zeros(lobby.N)
+    lobby.include[anchor] = True
+    if lobby.balance is not None:
+        lobby.balance_target = 0.0
+    for ok in lobby.admitted_sets():
+        if time.perf_counter() > deadline:
+            return None
+        # the squads' balancing past the bound gets at most half of the time left (repair needs the rest)
+        built = lobby.construct(ok, 0.0, time.perf_counter() + 0.5 * max(0.0, deadline - time.perf_counter()))
+        if built is None:
+            continue
+        if not problem.checker.feasible(built[None])[0]:
+            built = lobby.repair(built, ok, deadline)
+        if built is not None and problem.checker.feasible(built[None])[0]:
+            return built
+    return None
+
+
 def supports(problem: Problem) -> bool:
     """Whether the lobby search handles every rule of ``problem`` (all kinds but ``roles`` slots and
     ``role_max``, which its construction does not fill)."""
-    return _Residual(problem).supported
+    # the rule kinds alone (what _Residual accepts), without compiling the checks: the policy asks this
+    # inside the budget before the lobby search builds its own _Residual
+    return all(isinstance(r, (*KEPT, AvoidRule, IfRule, LinearRule)) for r in problem.instance.rules)
 
 
 def lobby_answer(problem: Problem, budget: Budget, method: str, seed: int = 0) -> Solution:
@@ -927,7 +978,12 @@ class LobbySolver:
         check_s = 0.0  # one checker call: what the finish (the answer's check, its region) costs about twice
         found: list[tuple[float, np.ndarray]] = []  # (score, assignment) of every climb's bests
         attempt = 0
-        while masks and attempt < ATTEMPTS * (1 + len(found)) and time.perf_counter() < end - FINISH_CHECKS * check_s:
+        start_s = 0.0  # the longest construction (with its check and repair) so far
+        while masks and attempt < ATTEMPTS * (1 + len(found)):
+            # a restart only when a construction and a few climbing steps still fit before the finish
+            left = end - FINISH_CHECKS * check_s - time.perf_counter()
+            if left <= 0 or (found and left < RESTART_SHARE * start_s):
+                break
             ok = masks[attempt % len(masks)]
             attempt += 1
             t0 = time.perf_counter()
@@ -942,13 +998,13 @@ class LobbySolver:
                 if built is not None and not problem.checker.feasible(built[None])[0]:
                     built = None  # pragma: no cover - the repair's rules are the checker's
                 stats.setdefault("repair_ms", round((time.perf_counter() - t1) * 1e3, 1))
+            start_s = max(start_s, time.perf_counter() - t0)
             if built is None:
                 continue
             stats.setdefault("construct_ms", round((t1 - t0) * 1e3, 1))
             stats.setdefault("construct_attempts", attempt)
             _, _, info = lobby.climb(built, ok, end - FINISH_CHECKS * check_s)
-            found.extend((lobby.ev.value(np.stack([lobby.emb[b == j].sum(0) for j in range(lobby.D)])), b)
-                         for b in lobby.bests)
+            found.extend(lobby.bests)
             for k, v in info.items():
                 stats[k] = stats.get(k, 0) + v
             stats["restarts"] += 1

@@ -15,6 +15,7 @@ once, improved by the best swap between matches (each match re-split by brute fo
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Sequence
 from math import comb
 
@@ -34,6 +35,8 @@ EPS = 1e-9
 MAX_SPLITS = 2000
 #: random combinations of displaced players tried per party and destination
 PARTY_COMBOS = 64
+#: candidate assignments scored per batch between two reads of the clock
+CHUNK = 128
 
 
 def configs(team_of: np.ndarray, n_sel: int) -> tuple[np.ndarray, np.ndarray]:
@@ -55,7 +58,7 @@ def _all_labelings(sizes: Sequence[int], rng: np.random.Generator) -> np.ndarray
     base = np.repeat(np.arange(len(sizes)), sizes)
     if _n_labelings(sizes) <= MAX_SPLITS:
         return np.asarray(sorted(set(itertools.permutations(base.tolist()))), dtype=np.int64)
-    return np.stack([rng.permutation(base) for _ in range(MAX_SPLITS)])
+    return rng.permuted(np.tile(base, (MAX_SPLITS, 1)), axis=1)  # one draw for all: 2 000 rows of 100 in ~1 ms
 
 
 class SwapSearch:
@@ -75,6 +78,7 @@ class SwapSearch:
         self.labels = _all_labelings(self.sizes, self.rng)
         self.moves = 0
         self.starts = 0
+        self.row_s = 0.0  # seconds one candidate assignment took to score, in the last chunk
         has_party_rule = any(r.kind == "party_together" for r in self.inst.rules)
         self.parties = [np.asarray(m) for m in parties(self.inst).values()] if has_party_rule else []
 
@@ -82,15 +86,43 @@ class SwapSearch:
         viol = (~self.p.checker.rule_masks(T)).sum(0)
         return viol, np.asarray(self.obj(T), dtype=float)
 
-    def _split(self, block: np.ndarray) -> np.ndarray:
-        """Brute-force split of a block of players into teams: best (violations, −objective)."""
-        T = np.full((len(self.labels), self.N), -1, dtype=np.int64)
-        T[:, block] = self.labels
-        viol, obj = self._eval(T)
-        k = np.lexsort((-obj, viol))[0]
-        return T[k]
+    def _split(self, block: np.ndarray, budget: Budget) -> np.ndarray | None:
+        """Brute-force split of a block of players into teams: best (violations, −objective) of the
+        splits scored before the deadline; None when the deadline passed before the first chunk."""
+        def chunks():
+            for c in range(0, len(self.labels), CHUNK):
+                T = np.full((min(CHUNK, len(self.labels) - c), self.N), -1, dtype=np.int64)
+                T[:, block] = self.labels[c:c + CHUNK]
+                yield T
+        C, viol, obj = self._eval_chunks(chunks(), budget)
+        if not len(C):
+            return None
+        return C[np.lexsort((-obj, viol))[0]]
 
-    def _start(self, r: int) -> np.ndarray:
+    def _eval_chunks(self, chunks, budget: Budget) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Score candidate assignments chunk by chunk until the deadline: the ones scored (C, viol, obj).
+
+        At 25 squads from 300 candidates a step's neighbourhood holds ~10⁵ assignments, many times a
+        100 ms budget; the clock is read between chunks so that the search overruns by one chunk at most."""
+        Cs, vs, os_ = [], [], []
+        for T in chunks:
+            left = budget.remaining()
+            # stop when the chunk would not finish in time at the pace of the last one (per row)
+            if left is not None and (left <= 0 or len(T) * self.row_s > left):
+                break
+            if not len(T):
+                continue
+            t0 = time.perf_counter()
+            v, o = self._eval(T)
+            self.row_s = (time.perf_counter() - t0) / len(T)
+            Cs.append(T)
+            vs.append(v)
+            os_.append(o)
+        if not Cs:
+            return np.zeros((0, self.N), dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
+        return np.concatenate(Cs), np.concatenate(vs), np.concatenate(os_)
+
+    def _start(self, r: int, budget: Budget | None = None) -> np.ndarray | None:
         if r == 0:
             lo = max(0, (self.N - self.n_sel) // 2) if self.N > self.n_sel else 0
             # the block of sorted players with the smallest skill range
@@ -107,33 +139,45 @@ class SwapSearch:
             k = min(len(others), int(self.rng.integers(0, self.n_sel // 2 + 1)))
             if k:
                 block[self.rng.choice(self.n_sel, k, replace=False)] = self.rng.choice(others, k, replace=False)
-        return self._split(block)
+        return self._split(block, budget or Budget.of(None))
 
-    def _neighbours(self, t: np.ndarray) -> np.ndarray:
+    def _neighbours(self, t: np.ndarray):
+        """The step's candidate assignments, in chunks of at most :data:`CHUNK` rows (a generator: a
+        chunk is built only when the clock allows scoring it)."""
         sel = np.flatnonzero(t >= 0)
         bench = np.flatnonzero(t < 0)
         a, b = np.triu_indices(len(sel), 1)
         a, b = sel[a], sel[b]
         keep = t[a] != t[b]
         a, b = a[keep], b[keep]
-        T1 = np.repeat(t[None], len(a), 0)
-        r = np.arange(len(a))
-        T1[r, a], T1[r, b] = t[b], t[a]
+        for c in range(0, len(a), CHUNK):
+            ca, cb = a[c:c + CHUNK], b[c:c + CHUNK]
+            T1 = np.repeat(t[None], len(ca), 0)
+            r = np.arange(len(ca))
+            T1[r, ca], T1[r, cb] = t[cb], t[ca]
+            yield T1
         sa = np.repeat(sel, len(bench))
         sb = np.tile(bench, len(sel))
-        T2 = np.repeat(t[None], len(sa), 0)
-        r = np.arange(len(sa))
-        T2[r, sb], T2[r, sa] = t[sa], -1
-        return np.concatenate([T1, T2, *self._party_moves(t)])
+        for c in range(0, len(sa), CHUNK):
+            ca, cb = sa[c:c + CHUNK], sb[c:c + CHUNK]
+            T2 = np.repeat(t[None], len(ca), 0)
+            r = np.arange(len(ca))
+            T2[r, cb], T2[r, ca] = t[ca], -1
+            yield T2
+        yield from self._iter_party_moves(t)
 
     def _party_moves(self, t: np.ndarray) -> list[np.ndarray]:
+        """Every batch of :meth:`_iter_party_moves` at once."""
+        return list(self._iter_party_moves(t))
+
+    def _iter_party_moves(self, t: np.ndarray):
         """Moves that gather a whole premade party on one team (or on the bench).
 
         Single swaps can never repair a split party (the rule stays violated until every member
         moves), so for each party and destination the members elsewhere trade places with as many
-        players of the destination, chosen among at most ``PARTY_COMBOS`` random combinations.
+        players of the destination, chosen among at most ``PARTY_COMBOS`` random combinations
+        (one batch per party and destination).
         """
-        out = []
         for members in self.parties:
             for dest in range(-1, self.D):
                 movers = members[t[members] != dest]
@@ -150,17 +194,17 @@ class SwapSearch:
                 T = np.repeat(t[None], len(outs), 0)
                 T[:, movers] = dest
                 T[np.arange(len(outs))[:, None], outs] = t[movers][None, :]
-                out.append(T)
-        return out
+                yield T
 
     def _descend(self, t: np.ndarray, budget: Budget) -> tuple[np.ndarray, int, float]:
         v, o = self._eval(t[None])
         cv, co = int(v[0]), float(o[0])
         while not budget.expired():
-            C = self._neighbours(t)
+            # the neighbourhood scored before the deadline (all of it when the budget allows): the best
+            # move of what was scored is still an improving move
+            C, viol, obj = self._eval_chunks(self._neighbours(t), budget)
             if len(C) == 0:
                 break
-            viol, obj = self._eval(C)
             if cv > 0:  # penalty phase: fewer violated rules first, then objective
                 k = int(np.lexsort((-obj, viol))[0])
                 better = viol[k] < cv or (viol[k] == cv and obj[k] > co + EPS)
@@ -181,7 +225,10 @@ class SwapSearch:
         while limit is None or r < limit:
             if r > 0 and budget.expired():
                 break
-            t, v, o = self._descend(self._start(r), budget)
+            start = self._start(r, budget)
+            if start is None:
+                break
+            t, v, o = self._descend(start, budget)
             self.starts += 1
             if v == 0 and o > best_obj and self.p.checker.feasible(t[None])[0]:
                 best, best_obj = t.copy(), o

@@ -19,6 +19,11 @@ rows every SCIP solve reads), so "that the rules allow" means exactly the projec
    team), minimize max_j S_j − min_j S_j, S_j the skill sum of team j, warm-started from step 1's
    assignment (which is feasible, so step 2 always has an answer to return).
 
+**Large lobbies** (the pools MGMatch's policy sends to the lobby search, :func:`~mgmatch.solvers.policy.lobby_path`:
+ffa-32, br-100): compiling the rules for these MIPs alone takes longer than the budget, so the same
+two steps are the lobby search's construction without the model (:func:`~mgmatch.solvers.lobby.skill_lobby`):
+the anchor kept, the candidates nearest in skill first, squads balanced by solo swaps as far as they go.
+
 Players without a ``skill`` count as skill 0 (all equally near). Every answer is judged by the one
 checker (:class:`~mgmatch.core.checker.Checker`, through :meth:`MipModel.solve`). Status:
 ``feasible`` with an answer (its engagement is not optimized, so never ``optimal``), ``infeasible``
@@ -27,6 +32,7 @@ when SCIP proves step 1 has no feasible assignment (the rules allow no match), e
 
 from __future__ import annotations
 
+import math
 import time
 from itertools import combinations
 
@@ -37,7 +43,9 @@ from mgmatch.core.problem import Problem
 from mgmatch.core.solution import Solution
 
 from .interface import Budget, register
+from .lobby import skill_lobby
 from .mip import BuildInterrupted, MipModel, released
+from .policy import lobby_path
 
 #: the share of the time left that the selection MIP may use; the split gets the rest
 SELECT_SHARE = 0.6
@@ -125,6 +133,14 @@ class SkillSolver:
         if direct is not None:
             self.last_stats = {"anchor": inst.players[anchor].id, "path": "direct"}
             return problem.solution(direct, "feasible", self.name, budget.elapsed_ms())
+        if lobby_path(problem):
+            # a large lobby (ffa-32, br-100): compiling the rules for the MIPs alone takes ~0.5 s
+            self.last_stats = {"anchor": inst.players[anchor].id, "path": "lobby"}
+            deadline = budget.deadline()
+            team_of = skill_lobby(problem, anchor, math.inf if deadline is None else deadline - MARGIN_S / 4)
+            if team_of is None:
+                return problem.solution(None, "no_solution", self.name, budget.elapsed_ms())
+            return problem.solution(team_of, "feasible", self.name, budget.elapsed_ms())
         w = selection_weights(skill, anchor)
         try:
             mip = MipModel.build(problem.compiled, checker=problem.checker, settings="fast",

@@ -84,3 +84,11 @@ def test_the_command_writes_its_json(tmp_path):
     assert "joint" in out.stdout and "sequential" in out.stdout
     res = json.loads(path.read_text())
     assert res["candidates"] == 12 and res["matches"] == 2 and len(res["rows"]) == 2
+
+
+def test_a_free_for_all_pool_has_only_the_rules_its_parts_have():
+    # ffa-32: teams of one, no roles and no squad balance; the pool still holds the planted lobby
+    inst = pool_instance("ffa-32", 64, 1, seed=2)
+    kinds = {r.kind for r in inst.rules}
+    assert "roles" not in kinds and "skill_balance" not in kinds
+    assert inst.n == 64 and inst.teams == 32

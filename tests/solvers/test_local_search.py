@@ -235,3 +235,21 @@ def test_party_moves_gather_a_split_party_and_keep_team_sizes():
         assert (t == 0).sum() == 3 and (t == 1).sum() == 3
         assert len(set(t[[0, 1, 2]].tolist())) == 1
     assert pb.checker.feasible(moves).any()
+
+
+def test_a_battle_royale_pool_is_answered_within_the_budget_or_not_at_all():
+    # at 25 squads from 150-300 candidates one step's neighbourhood is ~10^5 assignments, many budgets'
+    # worth: the search reads the clock between chunks and answers by the deadline (plus one chunk)
+    from mgmatch.core.presets import generate_with_witness, load_model
+    from mgmatch.core.problem import Problem
+    from mgmatch.solvers.local_search import LocalSearchSolver
+
+    inst, _ = generate_with_witness("br-100", 1, 2024)[0]
+    pb = Problem(inst, load_model("br-100"))
+    sol = LocalSearchSolver(seed=0).solve(pb, Budget.of(200.0))
+    assert sol.time_ms < 200.0 + 150.0
+    assert sol.status in ("feasible", "no_solution")
+    if sol.status == "feasible":
+        from mgmatch.core.solution import team_of_from_teams
+
+        assert pb.checker.violations(team_of_from_teams(inst, sol.teams)) == []

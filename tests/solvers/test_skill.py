@@ -138,3 +138,19 @@ def test_the_direct_path_answers_when_the_nearest_players_can_be_split_and_the_m
     sol = s3.solve(pr3, Budget.of(2000))
     assert "path" not in s3.last_stats and s3.last_stats["select_status"] == "optimal"
     assert {p for t in sol.teams for p in t} == {"p3", "p5", "p8", "p4"}  # p2 out: 1490 is next
+
+
+def test_large_lobbies_take_the_lobby_construction_and_keep_the_anchor():
+    from mgmatch.core.presets import generate_with_witness, load_model
+
+    model = load_model("br-100")
+    inst, _ = generate_with_witness("br-100", 1, 2024)[0]
+    pr = Problem(inst, model)
+    s = make_solver("skill")
+    sol = s.solve(pr, Budget.of(2000))
+    assert s.last_stats["path"] == "lobby"
+    assert sol.status == "feasible"
+    team_of = team_of_from_teams(inst, sol.teams)
+    assert pr.checker.violations(team_of) == []
+    waited = np.asarray([p.waited_s or 0.0 for p in inst.players])
+    assert team_of[int(np.argmax(waited))] >= 0
