@@ -49,10 +49,15 @@ CPU_FOLDERS = {"core", "solvers", "models", "pipeline", "examples"}
 TESTS = Path(__file__).resolve().parent
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Mark ``service`` every test that starts a server or a subprocess, or needs Redis: by its markers
     (``redis``, ``cluster``, ``service`` on the test or its module) or by the fixtures it asks for. The fast
-    tier (``make check``) deselects them with ``-m "not service and not slow"``."""
+    tier (``make check``) deselects them with ``-m "not service and not slow"``.
+
+    Runs first: pytest-xdist's own hook (``--dist loadgroup``) turns the ``xdist_group`` markers into the
+    node ids' ``@group`` suffix, so a group marker added after it would be ignored and the ``cpu`` tests
+    spread over every worker."""
     for item in items:
         folder = Path(str(item.path)).resolve().relative_to(TESTS).parts[0]
         if folder in CPU_FOLDERS:
