@@ -8,9 +8,9 @@ BIN := $(VENV)/bin
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	# pinned first: a looser torch requirement pulls a multi-GB CUDA build
-	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	# torch pinned in the same resolve as the package (one resolve, not two): a looser torch requirement
+	# pulls a multi-GB CUDA build
+	$(BIN)/python -m pip install -q torch==2.13.0 -e '.[dev]'
 	touch $@
 
 install: $(BIN)/.installed
@@ -29,9 +29,9 @@ install-smoke: install
 	./scripts/ensure-redis.sh
 	PYTHON=$(PYTHON) BUILD_PYTHON=$(BIN)/python ./scripts/install-smoke.sh
 
-# The docs site: the generated reference and benchmark tables, then a strict build into site/.
+# The docs site: the generated reference and benchmark tables (written by the site's pre-build hook,
+# scripts/docs_hooks.py, which runs scripts/gen_docs.py), then a strict build into site/.
 docs: install
-	$(BIN)/python scripts/gen_docs.py
 	$(BIN)/mkdocs build --strict
 
 # The fast tier for the edit loop: lint, then the tests that start no server or subprocess and need no Redis
@@ -39,12 +39,15 @@ docs: install
 check: install lint
 	MGMATCH_TEST_TIER=fast $(BIN)/python -m pytest -m "not service and not slow" -n 2
 
-# The whole suite, side by side: the CPU-bound budget tests one after another on one worker (group cpu),
-# the service tests, which mostly wait on servers and subprocesses, spread over the others.
-test: install lint docs
+# The whole suite, side by side: the CPU-bound tests one after another on one worker per group (cpu: the
+# solvers' budget tests; cpu-fit: fitting, training, labelling; tests/conftest.py), the service tests, which
+# mostly wait on servers and subprocesses, spread over the other three.
+# Chromium (apt-get, when missing: mostly download and unpacking) installs while the venv, lint and docs run.
+test:
+	./scripts/ensure-chromium.sh & chromium=$$!; \
+	$(MAKE) --no-print-directory install lint docs; rc=$$?; wait $$chromium; exit $$rc
 	./scripts/ensure-redis.sh
-	./scripts/ensure-chromium.sh
-	$(BIN)/python -m pytest -n 3 --dist loadgroup
+	$(BIN)/python -m pytest -n 5 --dist loadgroup
 	PYTHON=$(PYTHON) BUILD_PYTHON=$(BIN)/python ./scripts/install-smoke.sh
 
 # The images built and run with podman (scripts/image-test.sh): the cpu image answers /v1/solve, then the

@@ -7,6 +7,9 @@
 # `mgmatch check`) and drives `mgmatch serve` (/v1/solve, a ticket's lifecycle); the service names
 # the extras of what it lacks, training fits, labels, trains a tiny predictor and exports it to ONNX.
 #
+# The two roles install and smoke side by side (each its own venv, work folder and ports): the service's
+# smoke runs while the train environment still unpacks torch.
+#
 # The environments live in .venv-smoke/ and are reused while pyproject.toml and the Python version
 # are unchanged (the wheel is reinstalled when its contents change); with CI=true (or
 # SMOKE_FRESH=1) they are always made from scratch.
@@ -75,11 +78,11 @@ prepare() {  # prepare <env>: a venv with the dependencies of <env> and the curr
         rm -rf "$venv"
         "$PYTHON" -m venv "$venv" || return 1
         pip_q "$log" "$venv/bin/python" -m pip install --upgrade pip || return 1
-        if [ "$env" = train ]; then
-            # pinned first, as `make install` does: a looser torch requirement pulls a multi-GB CUDA build
-            pip_q "$log" "$venv/bin/python" -m pip install torch==2.13.0 || return 1
-        fi
-        pip_q "$log" "$venv/bin/python" -m pip install "$WHEEL[${EXTRA[$env]}]" || return 1
+        local pins=()
+        # torch pinned in the same resolve, as `make install` does: a looser torch requirement pulls a
+        # multi-GB CUDA build
+        [ "$env" = train ] && pins=(torch==2.13.0)
+        pip_q "$log" "$venv/bin/python" -m pip install "${pins[@]}" "$WHEEL[${EXTRA[$env]}]" || return 1
         "$venv/bin/python" -m pip check || return 1
         echo "$wheel_sum" > "$venv/.wheel"
         echo "$sum" > "$venv/.deps"
@@ -96,8 +99,9 @@ for env in "${ENVS[@]}"; do
     case $env in service|train) ;; *) echo "install smoke: unknown environment $env (service|train)"; exit 2;; esac
 done
 
-# the environments install side by side (mostly unpacking and disk), then the smokes run one after the other
-declare -A install_pid
+# each role installs (mostly unpacking and disk) and then runs its smoke, the roles side by side; each
+# role's output is kept in its log and printed whole, one role after the other
+declare -A role_pid
 for env in "${ENVS[@]}"; do
     ( t0=$(date +%s)
       if prepare "$env"; then
@@ -105,23 +109,22 @@ for env in "${ENVS[@]}"; do
       else
           rm -f "$SMOKE/$env/.deps"
           echo "install smoke [$env]: FAILED to install"
-          exit 1
-      fi ) > "$SMOKE/$env.install.log" 2>&1 &
-    install_pid[$env]=$!
+          exit 3
+      fi
+      "$SMOKE/$env/bin/python" tests/install/smoke.py --env "$env" --wheel "$WHEEL" --source "$SMOKE/src" \
+          --work "$SMOKE/work-$env" ) > "$SMOKE/$env.log" 2>&1 &
+    role_pid[$env]=$!
 done
 failed=()
 for env in "${ENVS[@]}"; do
-    installed=1
-    wait "${install_pid[$env]}" || installed=0
-    cat "$SMOKE/$env.install.log"
-    if [ $installed = 0 ]; then
-        failed+=("$env (install)")
-        continue
-    fi
-    if ! "$SMOKE/$env/bin/python" tests/install/smoke.py --env "$env" --wheel "$WHEEL" --source "$SMOKE/src" \
-            --work "$SMOKE/work-$env"; then
-        failed+=("$env")
-    fi
+    rc=0
+    wait "${role_pid[$env]}" || rc=$?
+    cat "$SMOKE/$env.log"
+    case $rc in
+        0) ;;
+        3) failed+=("$env (install)") ;;
+        *) failed+=("$env") ;;
+    esac
 done
 
 took=$(( $(date +%s) - t_start ))

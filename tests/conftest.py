@@ -42,21 +42,63 @@ def mutate(example_instance_obj):
 
 #: fixtures that start a server or reach a Redis: a test that asks for one is in the service tier
 SERVICE_FIXTURES = {"live", "redis_url", "spare_redis", "redis_cluster", "cluster_url"}
-#: test folders whose tests are CPU-bound and many of them timed against a solve budget: under pytest-xdist
-#: (``make test``) they run one after another on one worker (group ``cpu``), so a budget test never shares
-#: its core with another solve of the suite; the service tests, which mostly wait, spread over the others
-CPU_FOLDERS = {"core", "solvers", "models", "pipeline", "examples"}
+#: test folders whose tests are CPU-bound, many of them timed against a solve budget → their xdist group: under
+#: pytest-xdist (``make test``) each group runs one after another on one worker, so a budget test shares the
+#: machine with at most one other CPU-bound test of the suite (of the other group); the service tests, which
+#: mostly wait, spread over the other workers. Two groups, not one: one worker would hold over a third of
+#: the suite's time and finish last; ``cpu`` (the solvers) and ``cpu-fit`` (fitting, training, labelling)
+#: each hold about a sixth.
+CPU_GROUPS = {"core": "cpu", "solvers": "cpu", "examples": "cpu", "models": "cpu-fit", "pipeline": "cpu-fit"}
+#: modules whose tests share an xdist group by a module-level ``xdist_group`` marker
+MODULE_GROUPS = {"tests/docs/test_offline_render.py": "docs-site"}
 TESTS = Path(__file__).resolve().parent
 
 
+def xdist_group_of(nodeid: str) -> str | None:
+    """The xdist group of a test, from its node id alone (the scheduler, in the controller, sees nothing
+    else): its module's group, else its folder's."""
+    path = nodeid.split("::", 1)[0]
+    if path in MODULE_GROUPS:
+        return MODULE_GROUPS[path]
+    parts = path.split("/")
+    return CPU_GROUPS.get(parts[1]) if len(parts) > 2 and parts[0] == "tests" else None
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` that reads each test's group with :func:`xdist_group_of`: pytest-xdist groups by
+    an ``@group`` suffix it writes into the node ids, which pytest 9 no longer reads back (``Item.nodeid``
+    is derived from the node's path), so its groups would silently be ignored."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class GroupsByPath(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.rfind("@") > nodeid.rfind("]"):  # a pytest that keeps xdist's suffix
+                return super()._split_scope(nodeid)
+            return xdist_group_of(nodeid) or nodeid
+
+    return GroupsByPath(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Mark ``service`` every test that starts a server or a subprocess, or needs Redis: by its markers
     (``redis``, ``cluster``, ``service`` on the test or its module) or by the fixtures it asks for. The fast
-    tier (``make check``) deselects them with ``-m "not service and not slow"``."""
+    tier (``make check``) deselects them with ``-m "not service and not slow"``.
+
+    Runs first: pytest-xdist's own hook (``--dist loadgroup``) turns the ``xdist_group`` markers into the
+    node ids' ``@group`` suffix (read by pytests before 9), so a group marker added after it would be ignored.
+    A group marker the scheduler cannot read from the node id (:func:`xdist_group_of`) is a usage error."""
     for item in items:
         folder = Path(str(item.path)).resolve().relative_to(TESTS).parts[0]
-        if folder in CPU_FOLDERS:
-            item.add_marker(pytest.mark.xdist_group("cpu"))
+        if folder in CPU_GROUPS:
+            item.add_marker(pytest.mark.xdist_group(CPU_GROUPS[folder]))
+        marked = {m.args[0] if m.args else m.kwargs.get("name", "default") for m in item.iter_markers("xdist_group")}
+        if marked and marked != {xdist_group_of(item.nodeid)}:
+            raise pytest.UsageError(f"{item.nodeid}: xdist_group {sorted(marked)} is not the group the scheduler "
+                                    f"reads from its path ({xdist_group_of(item.nodeid)}): add it to MODULE_GROUPS "
+                                    "in tests/conftest.py")
         if (SERVICE_FIXTURES & set(getattr(item, "fixturenames", ()))
                 or item.get_closest_marker("redis") or item.get_closest_marker("cluster")):
             item.add_marker(pytest.mark.service)

@@ -111,6 +111,15 @@ def fit_cmd(
         if not parent.is_dir():
             fail(f"--out: {str(out)!r} cannot be written: {str(parent)!r} is a file, not a folder")
         break
+    # and that the folder takes a new file, as the write's temp file will need (a read-only or virtual file
+    # system, /proc, fails only at the write, after the whole fit)
+    if out.absolute().parent.is_dir():
+        import tempfile
+
+        try:
+            tempfile.TemporaryFile(dir=out.absolute().parent).close()
+        except OSError as e:
+            fail(f"--out: cannot write {str(out)!r}: {e.strerror or e}")
     if head_hidden is not None and head_layers is not None:
         fail("give --head-layers or --head-hidden, not both")
     head = _widths("--head-layers", head_layers if head_hidden is None else str(head_hidden), (16,))
