@@ -45,7 +45,7 @@ check: install lint
 # Chromium (apt-get, when missing: mostly download and unpacking) installs while the venv, lint and docs run.
 test:
 	./scripts/ensure-chromium.sh & chromium=$$!; \
-	$(MAKE) --no-print-directory install lint docs; rc=$$?; wait $$chromium; exit $$rc
+	$(MAKE) --no-print-directory install lint docs; rc=$$?; wait $$chromium; crc=$$?; [ $$rc -ne 0 ] && exit $$rc; exit $$crc
 	./scripts/ensure-redis.sh
 	$(BIN)/python -m pytest -n 5 --dist loadgroup
 	PYTHON=$(PYTHON) BUILD_PYTHON=$(BIN)/python ./scripts/install-smoke.sh
