@@ -164,19 +164,6 @@ class LearningConfig(_Strict):
                                 description="The explore share never decays below this.")
     explore_half_life: Integer = Field(default=1000, ge=1, le=100_000_000,
                                        description="Results after which the explore share above explore_min halves.")
-    baseline: str = Field(default="skill",
-                          description="Method of the guard's baseline policy (the matchmaker the studio runs today), or "
-                                      "none: every match not explored is exploited (docs/guides/learning.md, the guard).")
-    exploit_min: Number = Field(default=0.05, ge=0, le=1,
-                                description="The exploit share of the matches not explored never falls below this.")
-    baseline_min: Number = Field(default=0.03, ge=0, le=1,
-                                 description="The baseline share of the matches not explored never falls below this.")
-    guard_window: Integer = Field(default=300, ge=2, le=1_000_000,
-                                  description="The guard compares the newest this many results of each policy.")
-    guard_min: Integer = Field(default=30, ge=2, le=1_000_000,
-                               description="Results each policy needs before the guard moves the split from 1/2.")
-    warm_start: StrictBool = Field(default=True,
-                             description="A refit fine-tunes the live model (True) or fits a fresh network (False).")
     epochs: Integer = Field(default=300, ge=1, le=1000,
                             description="Most epochs of a refit (early stopping on; cut to at most 4,000 steps).")
     seed: Integer = Field(default=0, description="Seed of the refits and of the explore draws.")
@@ -187,9 +174,6 @@ class LearningConfig(_Strict):
     def _check(self) -> LearningConfig:
         if self.explore_min > self.explore:
             raise InvalidInput("explore_min", f"{self.explore_min} > explore {self.explore}")
-        if self.exploit_min + self.baseline_min > 1:
-            raise InvalidInput("exploit_min", f"exploit_min {self.exploit_min} + baseline_min {self.baseline_min} > 1")
-
         return self
 
 

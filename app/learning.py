@@ -31,18 +31,6 @@ model's best of a few rule-aware random matches: :mod:`mgmatch.solvers.explore`)
 the pool's method. The draw is seeded (``seed``), so a replay is reproducible. The record says
 ``policy`` and ``propensity`` (the policy's probability).
 
-**The guard** (``baseline``, default ``skill``). A model fitted from an old matchmaker's log is
-trusted where it has never seen data, so its optimum may be worse than what the studio runs today.
-The matches that are not explored are split between ``exploit`` (the model's optimum) and
-``baseline`` (the baseline method, e.g. skill-based matchmaking), and the split follows the
-pool's own results: ``exploit`` gets share p = P(exploit's mean result > baseline's), the
-probability under a normal posterior on the two means of their last ``guard_window`` results
-(Thompson sampling between two policies), clipped to [``exploit_min``, 1 − ``baseline_min``].
-Before each has ``guard_min`` results, p is 1/2. So a model whose matches turn out worse than
-skill-based ones serves few matches until a refit fixes it (its exploit matches are the data that
-fix it), and a model that beats the baseline serves nearly all of them. The process that appends
-results writes p to ``<pool>.guard.json``; the others read it with the live pointer.
-
 **The predictor.** A solution predictor (``mgmatch``, ``bgcn``) is trained on labels of the
 starting model; once a refit goes live it predicts the optimum of a model that no longer serves.
 A learning pool then solves ``exploit`` matches with its ``fallback_method`` (``surrogate`` by
@@ -58,10 +46,8 @@ import hashlib
 import json
 import logging
 import os
-import math
 import threading
 import time
-from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -81,7 +67,7 @@ from .store import MatchRecord, Store
 
 log = logging.getLogger("mgmatch.learning")
 
-EXPLORE, EXPLOIT, BASELINE = "explore", "exploit", "baseline"
+EXPLORE, EXPLOIT = "explore", "exploit"
 #: the method of explore matches (:mod:`mgmatch.solvers.explore`)
 EXPLORE_METHOD = "explore"
 
@@ -115,24 +101,23 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def _repair_log(path: Path) -> list[tuple[str | None, str | None, float]]:
-    """Cut a partial last line (a writer killed mid-append) and return (match id, policy, engagement)
-    of each line the log holds, in order."""
+def _repair_log(path: Path) -> set[str]:
+    """Cut a partial last line (a writer killed mid-append) and return the match ids the log holds."""
     if not path.is_file():
-        return []
+        return set()
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):
         cut = data.rfind(b"\n") + 1
         _atomic_write(path, data[:cut])
         log.warning("%s: cut a partial last line (%d bytes)", path, len(data) - cut)
         data = data[:cut]
-    rows = []
+    ids = set()
     for line in data.splitlines():
         if line.strip():
-            obj = json.loads(line)
-            mid = obj.get("match_id")
-            rows.append((None if mid is None else str(mid), obj.get("policy"), float(obj["engagement"])))
-    return rows
+            mid = json.loads(line).get("match_id")
+            if mid is not None:
+                ids.add(str(mid))
+    return ids
 
 
 def _lower_priority() -> None:
@@ -164,24 +149,15 @@ class PoolLearner:
         self.train_log = self.dir / f"{self.name}.train.jsonl"
         self.holdout_log = self.dir / f"{self.name}.holdout.jsonl"
         self.pointer = self.dir / f"{self.name}.live.json"
-        self.guard_file = self.dir / f"{self.name}.guard.json"
         self.start_version = engagement.version(self.model_name)
         self.live_version = self.start_version
         self._lock = threading.Lock()
         self._pending: list[MatchRecord] = []
         self._rng = np.random.default_rng(np.random.SeedSequence([self.cfg.seed, 0x6C6561726E]))
         self._pointer_mtime: float | None = None
-        self._guard_mtime: float | None = None
         self.refits: list[dict[str, Any]] = []  # what each refit did (newest last)
-        rows = _repair_log(self.train_log) + _repair_log(self.holdout_log)
-        self._seen = {mid for mid, _, _ in rows if mid is not None}
+        self._seen = _repair_log(self.train_log) | _repair_log(self.holdout_log)
         self.results = len(self._seen)
-        # the newest results of each guarded policy (the logs hold them; their order across the two logs is lost)
-        self._outcomes: dict[str, deque[float]] = {k: deque(maxlen=self.cfg.guard_window) for k in (EXPLOIT, BASELINE)}
-        for _, policy, y in rows:
-            if policy in self._outcomes:
-                self._outcomes[policy].append(y)
-        self.exploit_p = self._guard_share()
         self.results_at_refit = self.results
         self.poll()
 
@@ -196,52 +172,28 @@ class PoolLearner:
         c = self.cfg
         return float(c.explore_min + (c.explore - c.explore_min) * 0.5 ** (self.results / c.explore_half_life))
 
-    def _guard_share(self) -> float:
-        """The exploit share p of the matches not explored (the module doc's guard)."""
-        c = self.cfg
-        if c.baseline == "none":
-            return 1.0
-        e, b = self._outcomes[EXPLOIT], self._outcomes[BASELINE]
-        if min(len(e), len(b)) < c.guard_min:
-            q = 0.5
-        else:
-            ea, ba = np.asarray(e), np.asarray(b)
-            se = math.sqrt(ea.var(ddof=1) / len(ea) + ba.var(ddof=1) / len(ba))
-            d = float(ea.mean() - ba.mean())
-            q = 0.5 * math.erfc(-d / (se * math.sqrt(2.0))) if se > 0 else float(d > 0)
-        return float(min(max(q, c.exploit_min), 1.0 - c.baseline_min))
-
-    def draw(self) -> tuple[float, int]:
-        """The next seeded draw: a uniform number that picks the policy, and a solver seed."""
-        with self._lock:
-            return float(self._rng.random()), int(self._rng.integers(2**31))
-
-    def decide(self, plan: Plan, draw: tuple[float, int] | None = None) -> Decision | None:
-        """The policy of one match and the plan it runs, from ``draw`` (:meth:`draw`; the matches of one
-        job share it) or a fresh one; None for a plan that does not use the pool's learned model (an A/B
-        arm with another model, or method ``skill``)."""
+    def decide(self, plan: Plan) -> Decision | None:
+        """The policy of one match (a seeded draw) and the plan it runs; None for a plan that does not
+        use the pool's learned model (an A/B arm with another model, or method ``skill``)."""
         if plan.engagement_model != self.model_name or plan.method == "skill":
             return None
         eps = self.explore_share()
-        u, seed = self.draw() if draw is None else draw
+        with self._lock:
+            u = float(self._rng.random())
+            seed = int(self._rng.integers(2**31))
         if u < eps:
             return Decision(replace(plan, method=EXPLORE_METHOD), EXPLORE, eps, seed)
-        p = self.exploit_p
-        if u >= eps + (1.0 - eps) * p:
-            return Decision(replace(plan, method=self.cfg.baseline), BASELINE, (1.0 - eps) * (1.0 - p), seed)
-        return self.exploit(plan, (1.0 - eps) * p, seed)
+        return self.exploit(plan, eps, seed)
 
-    def exploit(self, plan: Plan, propensity: float, seed: int = 0) -> Decision:
+    def exploit(self, plan: Plan, eps: float, seed: int = 0) -> Decision:
         """The exploit policy's plan: the pool's method, or its fallback once the predictor's model is gone."""
         if method_info(plan.method).needs_predictor and self.changed:
             plan = replace(plan, method=plan.fallback_method)  # the predictor learned the starting model's optima
-        return Decision(plan, EXPLOIT, propensity, seed)
+        return Decision(plan, EXPLOIT, 1.0 - eps, seed)
 
     def poll(self) -> bool:
         """Serve the model the live pointer names when it changed since the last look; True when it did.
-        A pointer or file that does not check out is logged and ignored (the model serving stays).
-        Also reads the guard's exploit share another process wrote."""
-        self._poll_guard()
+        A pointer or file that does not check out is logged and ignored (the model serving stays)."""
         try:
             mtime = self.pointer.stat().st_mtime
         except FileNotFoundError:
@@ -266,23 +218,6 @@ class PoolLearner:
         self.engagement.replace(self.model_name, model)
         self.live_version = version_of(digest)
         return True
-
-    def _poll_guard(self) -> None:
-        try:
-            mtime = self.guard_file.stat().st_mtime
-        except FileNotFoundError:
-            return
-        if mtime == self._guard_mtime:
-            return
-        self._guard_mtime = mtime
-        try:
-            p = float(json.loads(self.guard_file.read_text())["exploit_share"])
-            if not 0.0 <= p <= 1.0:
-                raise ValueError(f"exploit_share {p} is not in [0, 1]")
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            log.error("pool %s: guard file %s not used: %s", self.name, self.guard_file, err)
-            return
-        self.exploit_p = p
 
     def _with_version(self, model: EngagementModel, digest: str) -> EngagementModel:
         model = model.model_copy(update={"name": self.model_name,
@@ -334,20 +269,6 @@ class PoolLearner:
                     os.fsync(f.fileno())
         self._seen.update(added)
         self.results += len(added)
-        fresh = {rec.match_id: rec for rec in pending}
-        for mid in added:
-            rec = fresh[mid]
-            if rec.policy in self._outcomes:
-                self._outcomes[rec.policy].append(float(rec.result["engagement"]))
-        if added:
-            self.exploit_p = self._guard_share()
-            e, b = self._outcomes[EXPLOIT], self._outcomes[BASELINE]
-            info = {"pool": self.name, "exploit_share": self.exploit_p, "results": self.results,
-                    "exploit": {"results": len(e), "mean": float(np.mean(e)) if e else None},
-                    "baseline": {"results": len(b), "mean": float(np.mean(b)) if b else None}}
-            _atomic_write(self.guard_file, (json.dumps(info, allow_nan=False) + "\n").encode())
-            self._guard_mtime = self.guard_file.stat().st_mtime
-            metrics.LEARNING_EXPLOIT_SHARE.labels(self.name).set(self.exploit_p)
         return len(added)
 
     def due(self) -> bool:
@@ -365,7 +286,7 @@ class PoolLearner:
             return "waiting"
         live = self.engagement.get(self.model_name)
         kw = {"epochs": self.cfg.epochs, "seed": self.cfg.seed + len(self.refits),
-              "max_results": self.cfg.max_results, "name": self.model_name, "warm": self.cfg.warm_start}
+              "max_results": self.cfg.max_results, "name": self.model_name}
         seed_logs = [Path(self.cfg.seed_log)] if self.cfg.seed_log is not None else []
         t0 = time.perf_counter()
         try:

@@ -195,11 +195,6 @@ class JobRunner:
             steps = tuple(parse_step(s, f"relax_steps[{k}]") for k, s in enumerate(job.relax_steps))
             exp = self.experiments.for_pool(job.pool)
             k = 0
-            # a learning pool draws one policy per job: every match of the job is formed by it, so the
-            # guard compares policies over whole batches (a policy's matches do not take the best players
-            # of a batch and leave the rest to another's)
-            learner = self.learning.get(job.pool) if self.learning is not None else None
-            draw = learner.draw() if learner is not None else None
             joint = self._joint(job, pool, remaining, steps, exp, run_token)
             if joint is not None:  # the joint solve used the job's room: no one-at-a-time solves after it
                 formed, remaining = joint
@@ -221,7 +216,8 @@ class JobRunner:
                     elif job.arm is not None:
                         arm_cfg = next((a for a in exp.config.arms if a.name == job.arm), None)
                 plan = plan_for(pool, arm_cfg)
-                decision = learner.decide(plan, draw=(draw[0], draw[1] + k)) if learner is not None else None
+                learner = self.learning.get(job.pool) if self.learning is not None else None
+                decision = learner.decide(plan) if learner is not None else None
                 if decision is not None:
                     plan = decision.plan
                 owner: dict[str, str] = {}
@@ -233,9 +229,8 @@ class JobRunner:
                     t0 = time.perf_counter()
                     seed = decision.seed if decision is not None else seed_of(key)
                     sol = self.engine.solve(inst, plan, job.pool, seed=seed, start=t0)
-                    if decision is not None and not sol.has_assignment and decision.policy in ("explore", "baseline"):
-                        # no random candidate match was feasible, or the baseline found none: the pool's own
-                        # method forms it
+                    if decision is not None and not sol.has_assignment and decision.policy == "explore":
+                        # no random candidate match was feasible: the pool's own method forms it
                         decision = learner.exploit(plan_for(pool, arm_cfg), decision.propensity, seed)
                         sol = self.engine.solve(inst, decision.plan, job.pool, seed=seed, start=time.perf_counter())
                     if decision is not None:

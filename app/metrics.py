@@ -80,9 +80,6 @@ LEARNING_REFITS = Counter("mgmatch_learning_refits_total",
                           ["pool", "outcome"], registry=REGISTRY)
 LEARNING_REFIT_SECONDS = Histogram("mgmatch_learning_refit_duration_seconds", "Wall time of one refit (fit and check).",
                                    ["pool"], buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600), registry=REGISTRY)
-LEARNING_EXPLOIT_SHARE = Gauge("mgmatch_learning_exploit_share",
-                               "The guard's share of a learning pool's unexplored matches formed by the model's "
-                               "optimum (the rest by the baseline method).", ["pool"], registry=REGISTRY)
 WORKER_UP = Gauge("mgmatch_worker_up", "1 while a worker loop runs.", ["kind"], registry=REGISTRY)
 
 WEBHOOK_DELIVERIES = Counter("mgmatch_webhooks_deliveries_total",

@@ -176,8 +176,6 @@ class Runtime:
         for k, p in enumerate(config.pools):
             engine.check_method(p.method, f"pools[{k}].method")
             engine.check_method(p.fallback_method, f"pools[{k}].fallback_method")
-            if p.learning is not None and p.learning.baseline != "none":
-                engine.check_method(p.learning.baseline, f"pools[{k}].learning.baseline")
             if p.engagement_model is not None:
                 model = _engagement_for(engagement, p.engagement_model, f"pools[{k}].engagement_model", p)
                 p.feature_dim = model.feature_dim

@@ -222,8 +222,7 @@ def fit_log(logs: list[str | Path], cfg: LogFitConfig, *, holdout_logs: list[str
 
 def fit_data(data: MatchData, cfg: LogFitConfig, *, hold_data: MatchData | None = None, command: str = "",
              progress: bool = False, extra: dict[str, Any] | None = None, logs: list[str] | None = None,
-             holdout_split: str | None = None, t0: float | None = None, t_read: float = 0.0,
-             init: EngagementNet | None = None) -> FitResult:
+             holdout_split: str | None = None, t0: float | None = None, t_read: float = 0.0) -> FitResult:
     """Fit the engagement network on matches already in arrays (what :func:`fit_log` does after reading).
 
     Args:
@@ -231,8 +230,6 @@ def fit_data(data: MatchData, cfg: LogFitConfig, *, hold_data: MatchData | None 
         cfg: split, early stopping, optimizer and architecture.
         hold_data: separate held-out matches (then nothing of ``data`` is held out).
         command, logs, holdout_split, extra: what the ``training`` record says.
-        init: start from this network (fine-tuning: its architecture and input normalization are kept,
-            and its own weights count as epoch 0 for early stopping) instead of a fresh one.
     """
     _check_log_cfg(cfg)
     t0 = time.perf_counter() if t0 is None else t0
@@ -245,7 +242,7 @@ def fit_data(data: MatchData, cfg: LogFitConfig, *, hold_data: MatchData | None 
     threads_before = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     try:
-        net, fit_info = _train(data, train_idx, val_idx, cfg, progress, init)
+        net, fit_info = _train(data, train_idx, val_idx, cfg, progress)
     finally:
         torch.set_num_threads(threads_before)
     t_train = time.perf_counter() - t0 - t_read
@@ -293,18 +290,14 @@ def _short(m: dict[str, float]) -> dict[str, float]:
 
 
 def _train(data: MatchData, train_idx: np.ndarray, val_idx: np.ndarray, cfg: LogFitConfig,
-           progress: bool, init: EngagementNet | None = None) -> tuple[EngagementNet, dict[str, Any]]:
+           progress: bool) -> tuple[EngagementNet, dict[str, Any]]:
     torch.manual_seed(cfg.seed)
-    if init is not None:
-        net = copy.deepcopy(init)
-    else:
-        mean, std = data.feature_stats(train_idx)
-        std[std < 1e-6] = 1.0
-        y_train = data.y[train_idx]
-        t_scale = float(y_train.std()) or 1.0
-        net = EngagementNet(data.feature_dim, data.teams, cfg.player_hidden, cfg.embed_dim, cfg.head_hidden,
-                            mean, std, float(y_train.mean()), t_scale, team_hidden=cfg.team_hidden,
-                            team_pool=cfg.team_pool)
+    mean, std = data.feature_stats(train_idx)
+    std[std < 1e-6] = 1.0
+    y_train = data.y[train_idx]
+    t_scale = float(y_train.std()) or 1.0
+    net = EngagementNet(data.feature_dim, data.teams, cfg.player_hidden, cfg.embed_dim, cfg.head_hidden,
+                        mean, std, float(y_train.mean()), t_scale, team_hidden=cfg.team_hidden, team_pool=cfg.team_pool)
     y = torch.as_tensor(((data.y - net.target_mean) / net.target_scale).astype(np.float32))
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     per_epoch = len(train_idx) if cfg.epoch_matches is None else min(len(train_idx), cfg.epoch_matches)
@@ -312,10 +305,6 @@ def _train(data: MatchData, train_idx: np.ndarray, val_idx: np.ndarray, cfg: Log
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=steps, pct_start=0.1)
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 0x65706F63]))
     best_val, best_state, best_epoch, stale, epoch = math.inf, None, cfg.epochs, 0, 0
-    if init is not None and len(val_idx):  # the starting weights are a candidate too (epoch 0)
-        net.eval()
-        best_val, best_state, best_epoch = (float(np.mean((predict(net, data, val_idx) - data.y[val_idx]) ** 2)),
-                                            copy.deepcopy(net.state_dict()), 0)
     curve: list[dict[str, Any]] = []
     bar = None
     if progress:

@@ -29,14 +29,12 @@ from .matchlog import MatchData, load_matchlog
 EPOCH_MATCHES = 20_000
 
 #: a refit trains for at most this many optimizer steps (its epochs are cut to fit): a young pool's few
-#: thousand matches get hundreds of epochs, which a network fitted to a log with new kinds of matches in it
-#: needs (30 epochs left it far from its data); 50,000 results stay within a minute on one core
+#: thousand matches get up to 300 epochs, which a network needs to learn the few new kinds of matches
+#: among a large seed log (at 30 epochs it stayed far from its data: bench lift's mentor world captured
+#: 0.26 of the lift against 0.52 at this budget); 50,000 results stay within a minute on one core
 MAX_STEPS = 4000
 #: epochs without a better validation MSE before a refit stops (the best epoch's weights are kept)
 PATIENCE = 20
-
-#: peak learning rate of a fine-tuning refit (a fresh fit's is LogFitConfig.lr)
-WARM_LR = 1e-3
 
 #: path → (bytes read, matches parsed so far): the logs a learner appends to are read once, then only
 #: their new lines (a refit process keeps this between refits)
@@ -130,8 +128,7 @@ def mse(model: EngagementModel, data: MatchData) -> float:
 
 def refit(seed_logs: list[Path], train_logs: list[Path], holdout_logs: list[Path], live: EngagementModel, *,
           epochs: int = 300, seed: int = 0, max_results: int | None = None, name: str | None = None,
-          extra: dict[str, Any] | None = None, epoch_matches: int | None = EPOCH_MATCHES,
-          warm: bool = True) -> RefitResult:
+          extra: dict[str, Any] | None = None, epoch_matches: int | None = EPOCH_MATCHES) -> RefitResult:
     """Fit a candidate on the seed logs and the pool's results, and score it and ``live`` on ``holdout_logs``.
 
     Args:
@@ -141,9 +138,6 @@ def refit(seed_logs: list[Path], train_logs: list[Path], holdout_logs: list[Path
         holdout_logs: the pool's held-out results (the learner's too), never trained on.
         live: the model serving now.
         epoch_matches: matches per epoch at most (:data:`EPOCH_MATCHES`).
-        warm: fine-tune the live model (its weights are the start and stay the answer unless training beats
-            them on the validation share) rather than fit a fresh network: successive versions stay close, so
-            the matches the pool forms change by what the new results teach, not by a new random start.
     Raises:
         InvalidInput: a bad log, too few matches, or a log whose teams or features differ from ``live``.
     """
@@ -176,14 +170,9 @@ def refit(seed_logs: list[Path], train_logs: list[Path], holdout_logs: list[Path
     batch = int(max(8, min(512, per_epoch // 8)))
     epochs = max(1, min(epochs, MAX_STEPS // math.ceil(per_epoch / batch)))
     cfg = LogFitConfig(epochs=epochs, seed=seed, val_share=0.1, patience=PATIENCE, threads=1, name=name,
-                       epoch_matches=epoch_matches, batch=batch, lr=WARM_LR if warm else LogFitConfig.lr)
-    init = None
-    if warm:
-        from mgmatch.models.engagement_torch import from_engagement_model
-
-        init = from_engagement_model(live)
+                       epoch_matches=epoch_matches, batch=batch)
     res = fit_data(data, cfg, hold_data=hold_data, command="refit (mgmatch.app.learning)",
-                   logs=[p.name for p in logs], holdout_split="the pool's held-out results", extra=extra, init=init)
+                   logs=[p.name for p in logs], holdout_split="the pool's held-out results", extra=extra)
     model_json = res.model.to_json()
     # the file's SHA-256 is the model's version: the same data and seed give the same version (no clock in it)
     for key in ("date", "seconds"):

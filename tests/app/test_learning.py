@@ -102,8 +102,7 @@ def test_a_learning_pool_needs_a_starting_model():
 
 
 def test_policy_draws_are_seeded_and_explore_the_configured_share(tmp_path):
-    cfg = load(tmp_path, pool_config(tmp_path, linear_model([1, 0, 0]), explore=0.3, explore_min=0.3,
-                                     baseline="none"))
+    cfg = load(tmp_path, pool_config(tmp_path, linear_model([1, 0, 0]), explore=0.3, explore_min=0.3))
     lp = learner_for(cfg)
     plan = plan_for(cfg.pools[0], None)
     draws = [lp.decide(plan) for _ in range(2000)]
@@ -113,66 +112,8 @@ def test_policy_draws_are_seeded_and_explore_the_configured_share(tmp_path):
     assert {d.plan.method for d in draws if d.policy != EXPLORE} == {"surrogate"}
     assert {round(d.propensity, 6) for d in draws} == {0.3, 0.7}
     again = learner_for(load(tmp_path / ".." / tmp_path.name, pool_config(tmp_path, linear_model([1, 0, 0]),
-                                                                          explore=0.3, explore_min=0.3,
-                                                                          baseline="none")))
+                                                                          explore=0.3, explore_min=0.3)))
     assert [again.decide(plan).policy for _ in range(50)] == [d.policy for d in draws[:50]]
-
-
-def guarded_results(lp: PoolLearner, exploit_mean: float, baseline_mean: float, n: int, seed: int = 0) -> None:
-    """``n`` results of each guarded policy around the given means (sd 0.2), appended through the results path."""
-    rng = np.random.default_rng(seed)
-    feats = rng.normal(size=(2, 2, 3))
-    for k in range(n):
-        for policy, mean in (("exploit", exploit_mean), ("baseline", baseline_mean)):
-            rec = record(len(lp._seen) + 10_000 * (policy == "baseline") + k, feats, float(mean + 0.2 * rng.normal()))
-            rec.policy = policy
-            lp.on_result(rec)
-    lp.flush()
-
-
-def test_the_guard_splits_by_one_half_until_both_policies_have_results(tmp_path):
-    cfg = load(tmp_path, pool_config(tmp_path, linear_model([1, 0, 0]), explore=0.2, explore_min=0.2))
-    lp = learner_for(cfg)
-    plan = plan_for(cfg.pools[0], None)
-    draws = [lp.decide(plan) for _ in range(4000)]
-    shares = {p: np.mean([d.policy == p for d in draws]) for p in ("explore", "exploit", "baseline")}
-    assert shares["explore"] == pytest.approx(0.2, abs=0.03)
-    assert shares["exploit"] == pytest.approx(0.4, abs=0.03) and shares["baseline"] == pytest.approx(0.4, abs=0.03)
-    assert {d.plan.method for d in draws if d.policy == "baseline"} == {"skill"}
-    assert {round(d.propensity, 6) for d in draws if d.policy != "explore"} == {0.4}
-
-
-def test_the_guard_moves_matches_to_the_policy_whose_results_are_better(tmp_path):
-    cfg = load(tmp_path, pool_config(tmp_path, linear_model([1, 0, 0]), explore=0.1, explore_min=0.1))
-    worse = learner_for(cfg)
-    guarded_results(worse, exploit_mean=0.8, baseline_mean=1.0, n=60)
-    assert worse.exploit_p == pytest.approx(cfg.pools[0].learning.exploit_min)
-    assert worse.guard_file.is_file()
-
-    (tmp_path / "b").mkdir()
-    cfg2 = load(tmp_path / "b", pool_config(tmp_path / "b", linear_model([1, 0, 0]), explore=0.1, explore_min=0.1))
-    better = learner_for(cfg2)
-    guarded_results(better, exploit_mean=1.2, baseline_mean=1.0, n=60)
-    assert better.exploit_p == pytest.approx(1 - cfg2.pools[0].learning.baseline_min)
-    plan = plan_for(cfg2.pools[0], None)
-    draws = [better.decide(plan).policy for _ in range(3000)]
-    assert np.mean([p == "baseline" for p in draws]) == pytest.approx(0.9 * 0.03, abs=0.015)
-
-    # another process (no results of its own) reads the split with the live pointer; a restart rebuilds it from the logs
-    other = learner_for(cfg2)
-    other.exploit_p = 0.5
-    other._guard_mtime = None
-    other.poll()
-    assert other.exploit_p == pytest.approx(better.exploit_p)
-    restarted = learner_for(cfg2)
-    assert restarted.exploit_p == pytest.approx(better.exploit_p)
-
-
-def test_a_close_race_keeps_both_policies_serving(tmp_path):
-    cfg = load(tmp_path, pool_config(tmp_path, linear_model([1, 0, 0])))
-    lp = learner_for(cfg)
-    guarded_results(lp, exploit_mean=1.0, baseline_mean=1.0, n=40)
-    assert 0.1 < lp.exploit_p < 0.9
 
 
 def test_explore_share_decays_with_results_toward_its_floor(tmp_path):
