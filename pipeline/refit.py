@@ -29,12 +29,12 @@ from .matchlog import MatchData, load_matchlog
 EPOCH_MATCHES = 20_000
 
 #: a refit trains for at most this many optimizer steps (its epochs are cut to fit): a young pool's few
-#: thousand matches get up to 300 epochs, which a network needs to learn the few new kinds of matches
-#: among a large seed log (at 30 epochs it stayed far from its data: bench lift's mentor world captured
-#: 0.26 of the lift against 0.52 at this budget); 50,000 results stay within a minute on one core
-MAX_STEPS = 4000
+#: hundred results among thousands of seed-log matches need far more than fit-engagement's 30 epochs to be
+#: learned, and far longer fits chase the noise of the few new matches. bench lift, seed 0, lift capture
+#: (mentor, 5v5): 30 epochs 0.26, 0.07; 1,500 steps 0.39, 0.40; 4,000 steps 0.86 / 0.52, −0.37
+MAX_STEPS = 1500
 #: epochs without a better validation MSE before a refit stops (the best epoch's weights are kept)
-PATIENCE = 20
+PATIENCE = 10
 
 #: path → (bytes read, matches parsed so far): the logs a learner appends to are read once, then only
 #: their new lines (a refit process keeps this between refits)
