@@ -164,7 +164,8 @@ class LearningConfig(_Strict):
                                 description="The explore share never decays below this.")
     explore_half_life: Integer = Field(default=1000, ge=1, le=100_000_000,
                                        description="Results after which the explore share above explore_min halves.")
-    epochs: Integer = Field(default=30, ge=1, le=1000, description="Most epochs of a refit (early stopping on).")
+    epochs: Integer = Field(default=300, ge=1, le=1000,
+                            description="Most epochs of a refit (early stopping on; cut to at most 1,500 steps).")
     seed: Integer = Field(default=0, description="Seed of the refits and of the explore draws.")
     interval_s: Number = Field(default=5.0, gt=0, le=86_400,
                                description="How often the learner checks for new results (service).")

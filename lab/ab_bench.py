@@ -9,7 +9,9 @@ set beside the lift measured with the truth itself (each arm's mean of ``truth(t
 report's confidence sequence should cover it, and find it when it is large enough.
 
 Results are posted once the stream has run, in the order the matches formed: the arms' solvers do not read
-results (no arm learns here), so when they arrive does not change a match.
+results, so when they arrive does not change a match. An experiment pool with ``learning`` (spec §7) does read
+them: then each match gets its result as it forms (:class:`mgmatch.lab.replay.Truth`, the replay's seeded
+draws), so the learning arm refits during the stream as it would in service.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from mgmatch.core.engagement import EngagementModel
 from mgmatch.core.errors import InvalidInput
 from mgmatch.pipeline import abstats
 
-from .replay import STREAM_FORMAT, Arrival, SimTicket, simulate
+from .replay import STREAM_FORMAT, Arrival, SimTicket, Truth, simulate
 
 
 def stream_from_instances(paths: list[Path], rate: float, seed: int, pool: str) -> list[dict[str, Any]]:
@@ -108,8 +110,10 @@ def run(config: ServiceConfig, arrivals: list[Arrival], truth: EngagementModel, 
     def keep(rt: Runtime, _: SimTicket) -> None:
         holder.setdefault("rt", rt)
 
+    learns = any(p.learning is not None for p in config.pools if p.name in pools)
     t0 = time.perf_counter()
-    sim = simulate(config, arrivals, tick_s=tick_s, on_created=keep)
+    sim = simulate(config, arrivals, tick_s=tick_s, on_created=keep,
+                   truth=Truth(truth, noise, seed) if learns else None)
     replay_s = time.perf_counter() - t0
     rt = holder["rt"]
     rng = np.random.default_rng(seed)
@@ -121,9 +125,14 @@ def run(config: ServiceConfig, arrivals: list[Arrival], truth: EngagementModel, 
             if rec.arm not in true_by_arm:
                 continue
             e = true_engagement(truth, rec.teams)
+            if learns:  # posted as the match formed
+                if rec.result is None:
+                    continue
+                observed = float(rec.result["engagement"])
+            else:
+                observed = e + (float(rng.normal(0.0, noise)) if noise > 0 else 0.0)
+                service.post_result(rt, rec.match_id, service.ResultIn(engagement=observed), None)
             true_by_arm[rec.arm].append(e)
-            observed = e + (float(rng.normal(0.0, noise)) if noise > 0 else 0.0)
-            service.post_result(rt, rec.match_id, service.ResultIn(engagement=observed), None)
             stream.append((rec.time, rec.arm, observed, e))
     stream.sort(key=lambda x: x[0])
     report = report_from_store(rt.store, rt.config, experiment, alpha=alpha)

@@ -179,6 +179,10 @@ def run_world(world: World, *, matches: int, seed: int, out: Path, budget_ms: fl
     if "learning" in runs:
         lr = runs["learning"]
         result["arms"]["learning"]["explore_share"] = float(np.mean([p == "explore" for p in lr["policies"][:n]]))
+        pol = np.asarray([str(p) for p in lr["policies"][:n]])
+        result["arms"]["learning"]["policies_last_half"] = {
+            str(k): {"share": float(np.mean(pol[half:] == k)), "true_engagement_mean": float(lr["values"][half:n][pol[half:] == k].mean())}
+            for k in sorted(set(pol[half:].tolist()))}
         result["arms"]["learning"]["model_versions"] = list(dict.fromkeys(v for v in lr["versions"][:n] if v))
         result["arms"]["learning"]["refits"] = (lr["learning"] or {}).get("refits", [])
     if {"skill", "truth"} <= set(last):
