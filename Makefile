@@ -41,13 +41,13 @@ check: install lint
 
 # The whole suite, side by side: the CPU-bound tests one after another on one worker per group (cpu: the
 # solvers' budget tests; cpu-fit: fitting, training, labelling; tests/conftest.py), the service tests, which
-# mostly wait on servers and subprocesses, spread over the other three.
+# mostly wait on servers and subprocesses, spread over the other two (more workers starved the budget tests).
 # Chromium (apt-get, when missing: mostly download and unpacking) installs while the venv, lint and docs run.
 test:
 	./scripts/ensure-chromium.sh & chromium=$$!; \
 	$(MAKE) --no-print-directory install lint docs; rc=$$?; wait $$chromium; crc=$$?; [ $$rc -ne 0 ] && exit $$rc; exit $$crc
 	./scripts/ensure-redis.sh
-	$(BIN)/python -m pytest -n 5 --dist loadgroup
+	$(BIN)/python -m pytest -n 4 --dist loadgroup
 	PYTHON=$(PYTHON) BUILD_PYTHON=$(BIN)/python ./scripts/install-smoke.sh
 
 # The images built and run with podman (scripts/image-test.sh): the cpu image answers /v1/solve, then the

@@ -64,6 +64,20 @@ class ScipSolver:
             return self._solve(problem, budget, method or self.name, start)
 
     def _solve(self, problem: Problem, budget: Budget, method: str, start: np.ndarray | None = None) -> Solution:
+        sol = self._scip(problem, budget, method, start)
+        if start is None or sol.status in ("optimal", "infeasible"):
+            return sol
+        # a start SCIP did not reach (no time to build, or cut off before it read the hint) or did not beat is
+        # still the answer: a solve started from a feasible answer never ends below it
+        start = np.asarray(start)
+        if (start >= 0).sum() != sum(problem.instance.sizes) or problem.checker.violations(start):
+            return sol
+        value = problem.objective(start)
+        if sol.has_assignment and sol.objective is not None and sol.objective >= value - 1e-9:
+            return sol
+        return problem.solution(start, "feasible", method, budget.elapsed_ms(), bound=sol.bound)
+
+    def _scip(self, problem: Problem, budget: Budget, method: str, start: np.ndarray | None = None) -> Solution:
         t0 = time.perf_counter()
         # the budget counts building: a build that cannot fit is not started (measured build
         # times, ENGAGEMENT_BUILDS), one that runs past the deadline is abandoned, and SCIP's own

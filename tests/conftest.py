@@ -50,7 +50,9 @@ SERVICE_FIXTURES = {"live", "redis_url", "spare_redis", "redis_cluster", "cluste
 #: each hold about a sixth.
 CPU_GROUPS = {"core": "cpu", "solvers": "cpu", "examples": "cpu", "models": "cpu-fit", "pipeline": "cpu-fit"}
 #: modules whose tests share an xdist group by a module-level ``xdist_group`` marker
-MODULE_GROUPS = {"tests/docs/test_offline_render.py": "docs-site"}
+MODULE_GROUPS = {"tests/docs/test_offline_render.py": "docs-site",
+                 # SCIP within a budget, like the solvers' tests: never beside another budget test
+                 "tests/pipeline/test_label.py": "cpu", "tests/pipeline/test_preset_12v12_deep.py": "cpu"}
 TESTS = Path(__file__).resolve().parent
 
 
@@ -93,7 +95,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         folder = Path(str(item.path)).resolve().relative_to(TESTS).parts[0]
         if folder in CPU_GROUPS:
-            item.add_marker(pytest.mark.xdist_group(CPU_GROUPS[folder]))
+            item.add_marker(pytest.mark.xdist_group(xdist_group_of(item.nodeid)))
         marked = {m.args[0] if m.args else m.kwargs.get("name", "default") for m in item.iter_markers("xdist_group")}
         if marked and marked != {xdist_group_of(item.nodeid)}:
             raise pytest.UsageError(f"{item.nodeid}: xdist_group {sorted(marked)} is not the group the scheduler "
