@@ -49,6 +49,8 @@ SERVICE_FIXTURES = {"live", "redis_url", "spare_redis", "redis_cluster", "cluste
 #: the suite's time and finish last; ``cpu`` (the solvers) and ``cpu-fit`` (fitting, training, labelling)
 #: each hold about a sixth.
 CPU_GROUPS = {"core": "cpu", "solvers": "cpu", "examples": "cpu", "models": "cpu-fit", "pipeline": "cpu-fit"}
+#: reruns of a failed test of the ``cpu`` group (pytest-rerunfailures)
+CPU_RERUNS = 2
 #: modules whose tests share an xdist group by a module-level ``xdist_group`` marker
 MODULE_GROUPS = {"tests/docs/test_offline_render.py": "docs-site",
                  # SCIP within a budget, like the solvers' tests: never beside another budget test
@@ -95,7 +97,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         folder = Path(str(item.path)).resolve().relative_to(TESTS).parts[0]
         if folder in CPU_GROUPS:
-            item.add_marker(pytest.mark.xdist_group(xdist_group_of(item.nodeid)))
+            group = xdist_group_of(item.nodeid)
+            item.add_marker(pytest.mark.xdist_group(group))
+            if group == "cpu":
+                # the budget tests time solvers on a machine the service tests share: a test that misses its
+                # bound runs again (same assertions), up to twice, so one starved moment does not fail it
+                item.add_marker(pytest.mark.flaky(reruns=CPU_RERUNS, reruns_delay=1))
         marked = {m.args[0] if m.args else m.kwargs.get("name", "default") for m in item.iter_markers("xdist_group")}
         if marked and marked != {xdist_group_of(item.nodeid)}:
             raise pytest.UsageError(f"{item.nodeid}: xdist_group {sorted(marked)} is not the group the scheduler "
