@@ -286,18 +286,6 @@ class RedisTickets(RedisCore, TicketStore):
         f = await aio[0].hgetall(self.keys.ticket(pool, ticket_id))
         return Ticket.from_fields(ticket_id, f).view() if f else None
 
-    async def aget_many(self, pool: str, ticket_ids: list[str]) -> list[Ticket | None]:
-        aio = self._async()
-        if aio is None:
-            return await anyio.to_thread.run_sync(self.get_many, pool, ticket_ids)
-        if not ticket_ids:
-            return []
-        pipe = aio[0].pipeline(transaction=False)
-        for tid in ticket_ids:
-            pipe.hgetall(self.keys.ticket(pool, tid))
-        return [Ticket.from_fields(tid, f).view() if f else None
-                for tid, f in zip(ticket_ids, await pipe.execute(), strict=True)]
-
     async def acancel(self, ticket_id: str) -> Ticket | None:
         aio = self._async()
         if aio is None:
