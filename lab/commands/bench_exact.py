@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -11,6 +10,8 @@ import typer
 
 from mgmatch.app.cli import bench_app, check_time_limit_ms, fail, seed_option, short_int
 from mgmatch.core.limits import MAX_INSTANCE_COUNT
+
+from ..bench_io import report
 
 EXACT_METHODS = ("scip", "enumerate", "exact")
 
@@ -43,9 +44,4 @@ def exact_cmd(
     check_time_limit_ms(time_limit_ms)
     log = (lambda m: sys.stderr.write(m + "\n")) if verbose else None
     res = run_exact_bench(preset, count, seed, names, time_limit_ms, log=log)
-    if json_file is not None:
-        try:
-            json_file.write_text(json.dumps(res.to_json(), indent=1, allow_nan=False))
-        except OSError as err:
-            fail(f"--json: cannot write {json_file}: {err.strerror}")
-    sys.stdout.write(res.markdown())
+    report(res, json_file, ok=True)
