@@ -41,7 +41,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 #: results an arm needs before its lift is tested (the asymptotic confidence sequence needs a variance estimate)
 MIN_RESULTS = 10
@@ -52,6 +51,15 @@ DEFAULT_HORIZON = 1_000
 #: a sample-ratio mismatch is flagged at p below this (Fabijan et al. use 0.0005; a report read repeatedly
 #: needs a strict threshold so that a true 50/50 split is rarely flagged)
 SRM_P_THRESHOLD = 0.001
+
+
+def _stats():
+    """scipy.stats, imported on first use: it costs more to import than the rest of the service's API
+    module, and every `mgmatch serve` start would pay for it before its first report."""
+    from scipy import stats
+
+    return stats
+
 
 
 @dataclass(frozen=True)
@@ -97,7 +105,7 @@ def mean_ci(m: Moments, level: float = 0.95) -> tuple[float, float] | None:
     """The fixed-sample Student-t interval for an arm's mean engagement; None below two results."""
     if m.n < 2:
         return None
-    half = float(stats.t.ppf(0.5 + level / 2, m.n - 1)) * math.sqrt(m.var / m.n)
+    half = float(_stats().t.ppf(0.5 + level / 2, m.n - 1)) * math.sqrt(m.var / m.n)
     return (m.mean - half, m.mean + half)
 
 
@@ -157,7 +165,7 @@ def lift(control: Moments, treatment: Moments, alpha: float = 0.05, horizon: int
     est = treatment.mean - control.mean
     se = math.sqrt(treatment.var / treatment.n + control.var / control.n)
     relative = est / abs(control.mean) if control.mean != 0 else None
-    z_fixed = float(stats.norm.ppf(1 - alpha / 2))
+    z_fixed = float(_stats().norm.ppf(1 - alpha / 2))
     if se == 0.0:  # every result equal within each arm: no noise, the difference is exact
         p = 1.0 if est == 0 else 0.0
         return Lift(est, relative, (est, est), p, 0.0, (est, est))
@@ -203,7 +211,7 @@ def sequential_p_values(control: np.ndarray, treatment: np.ndarray, order: np.nd
     z = est[ok] / se
     p[ok] = np.minimum(1.0, np.exp(-np.maximum(log_mixture_lr(z, r), 0.0)))
     half[ok] = cs_half_width(se, r, alpha)
-    p_fixed[ok] = 2 * stats.norm.sf(np.abs(z))
+    p_fixed[ok] = 2 * _stats().norm.sf(np.abs(z))
     return est, p, half, p_fixed
 
 
@@ -235,6 +243,6 @@ def sample_ratio(observed: list[int], weights: list[float], threshold: float = S
         return None
     w = np.asarray(weights, float)
     share = w / w.sum()
-    res = stats.chisquare(np.asarray(observed, float), share * total)
+    res = _stats().chisquare(np.asarray(observed, float), share * total)
     chi2, p = float(res.statistic), float(res.pvalue)
     return SampleRatio(list(map(int, observed)), share.tolist(), chi2, p, p < threshold)

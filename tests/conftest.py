@@ -113,6 +113,10 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.service)
 
 
+#: programs that libraries run for themselves, allowed in the fast tier
+LIBRARY_HELPERS = {"fc-list"}
+
+
 class TierViolation(RuntimeError):
     """A test of the fast tier started a subprocess or a server."""
 
@@ -130,7 +134,17 @@ def _fast_tier_guard(request, monkeypatch):
             raise TierViolation(f"{request.node.nodeid} starts {what}: mark it @pytest.mark.service")
         return _raise
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", refuse("a subprocess"))
+    popen_init = subprocess.Popen.__init__
+
+    def popen(self, args, *rest, **kwargs):
+        # a library's own helper program (matplotlib lists the fonts with fc-list when it builds its font
+        # cache, on a fresh machine only) is not a server or a command of ours
+        program = args[0] if isinstance(args, (list, tuple)) and args else args
+        if os.path.basename(str(program)) in LIBRARY_HELPERS:
+            return popen_init(self, args, *rest, **kwargs)
+        refuse("a subprocess")()
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", popen)
     try:
         import uvicorn
     except ImportError:  # pragma: no cover - uvicorn is a dependency of the service

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from mgmatch.lab.ratings_bench import run_ratings_bench
 
 
@@ -15,6 +17,7 @@ def test_a_contended_run_counts_every_game_once():
     assert r.to_json()["games_mismatched"] == 0 and "ratings written per second" in r.markdown()
 
 
+@pytest.mark.service  # runs the command line as a user does, in a process of its own
 def test_bad_arguments_exit_2_naming_the_option():
     for args, option in ((["--players", "3"], "--players"), (["--store", "disk"], "--store")):
         p = subprocess.run([sys.executable, "-c", "from mgmatch.cli import main; main()", "bench", "ratings", *args],
