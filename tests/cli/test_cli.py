@@ -1,4 +1,5 @@
-"""The command-line contract (spec §4), through the real entry point in a subprocess."""
+"""The command-line contract (spec §4), through the console script's function (in this process, see
+cli_helpers.run) and, for a solve, a check and a refusal, through ``python -m mgmatch`` in a process of its own."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from cli_helpers import one_line_error, run  # noqa: E402
 @pytest.mark.service
 @pytest.mark.parametrize("method", ["exact", "scip", "enumerate"])
 def test_solve_reproduces_the_spec_example(example_paths, method):
-    proc = run("solve", example_paths["instance"], "--engagement", example_paths["engagement"], "--method", method)
+    proc = run("solve", example_paths["instance"], "--engagement", example_paths["engagement"], "--method", method,
+               process=method == "exact")
     assert proc.returncode == 0, proc.stderr
     sol = json.loads(proc.stdout)
     expected = json.loads(example_paths["expected"].read_text())
@@ -38,7 +40,7 @@ def test_check_accepts_the_optimum_and_rejects_a_violation(example_paths, tmp_pa
 
     bad = tmp_path / "bad.json"  # p03 and p04 together violate the avoid rule (rules[3])
     bad.write_text(json.dumps({"status": "feasible", "teams": [["p03", "p04", "p05"], ["p01", "p02", "p06"]]}))
-    proc = run("check", example_paths["instance"], bad, "--engagement", example_paths["engagement"])
+    proc = run("check", example_paths["instance"], bad, "--engagement", example_paths["engagement"], process=True)
     assert proc.returncode == 1
     out = json.loads(proc.stdout)
     assert out["feasible"] is False
@@ -55,7 +57,7 @@ def test_solve_help_lists_methods():
 
 @pytest.mark.service
 def test_bad_inputs_exit_2_with_one_line(example_paths, tmp_path, mutate):
-    assert "no such file" in one_line_error(run("solve", tmp_path / "nope.json"))
+    assert "no such file" in one_line_error(run("solve", tmp_path / "nope.json", process=True))
     (tmp_path / "broken.json").write_text("{not json")
     assert "not valid JSON" in one_line_error(run("solve", tmp_path / "broken.json"))
     bad_rule = tmp_path / "bad-rule.json"
@@ -185,3 +187,24 @@ def test_a_budgeted_solve_prepares_before_its_budget_and_an_unbudgeted_one_does_
     assert calls == [(8, {})]
     res = runner.invoke(cli, args)
     assert res.exit_code == 0 and calls == [(8, {})]
+
+
+def test_the_command_index_names_the_module_of_every_command_and_a_run_loads_only_it():
+    """A run imports only its command's module (app/cli.py ``command_index``, read from the sources): the
+    index must name every command the fully loaded CLI has, and nothing else."""
+    import typer
+
+    from mgmatch.app.cli import _load_commands, _wanted, cli, command_index
+    from mgmatch.cli import COMMANDS
+
+    _load_commands(COMMANDS)
+    tree = typer.main.get_command(cli)
+    paths = {(name, sub) for name in ("bench", "simulate") for sub in tree.commands[name].commands}
+    paths |= {(name,) for name in tree.commands if name not in ("bench", "simulate")}
+    index = command_index(COMMANDS)
+    assert set(index) == paths
+    assert _wanted(["bench", "push", "--rate", "nan"], index) == "mgmatch.lab.commands.bench_push"
+    assert _wanted(["models", "verify", "--config", "x"], index) == "mgmatch.app.commands.models"
+    assert _wanted(["solve", "x.json"], index) == "mgmatch.app.commands.solve"
+    for everything in (["--help"], [], ["bench", "--help"], ["bench"], ["nope"]):
+        assert _wanted(everything, index) is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -54,9 +55,12 @@ def test_run_reports_both_modes_on_the_same_pools():
     assert all(r["total"] >= 0 for r in res["rows"])
 
 
+sys.path.insert(0, str(Path(__file__).parents[1] / "cli"))
+from cli_helpers import run as cli_run  # noqa: E402
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mgmatch", "bench", "batch", *args], capture_output=True, text=True,
-                          timeout=300)
+    return cli_run("bench", "batch", *args, timeout=300)
 
 
 @pytest.mark.service

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -22,10 +23,12 @@ from mgmatch.lab.replay import (
     write_stream,
 )
 
+sys.path.insert(0, str(Path(__file__).parents[1] / "cli"))
+from cli_helpers import run as cli_run  # noqa: E402
+
 
 def run(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mgmatch", *map(str, args)], capture_output=True, text=True,
-                          timeout=600)
+    return cli_run(*args, timeout=600)
 
 
 def one_line_error(proc: subprocess.CompletedProcess) -> str:
