@@ -275,9 +275,13 @@ def watch_ticket_sync(store: EventStore, get: Callable[[str], Ticket | None], t:
 
 
 def watch_pool_sync(store: Store, pool: str, owner: str | None, after: str | None,
-                    stop: Callable[[], bool]) -> Iterator[Event | None]:
-    """:func:`watch_pool` for a thread (the gRPC server)."""
+                    stop: Callable[[], bool], started: Callable[[], None] | None = None) -> Iterator[Event | None]:
+    """:func:`watch_pool` for a thread (the gRPC server). ``started`` is called once the stream's position
+    is fixed: every event committed after that call reaches the stream (the gRPC server then sends the
+    response's headers, so a client can wait for them before it acts)."""
     cursor = store.last_event_id(pool) if after is None else after
+    if started is not None:
+        started()
     trimmed = None if after is None else store.last_trimmed_event_id(pool)
     if trimmed is not None and missed(after, trimmed):
         yield Event(trimmed, RESYNC, pool, {"pool": pool, "last_event_id": trimmed})

@@ -219,6 +219,10 @@ def _observed(fn):
     return wrapper
 
 
+#: the initial metadata of a WatchEvents stream, sent once it reads from its position
+WATCHING = (("mgmatch-watching", "1"),)
+
+
 def _watch(fn):
     """A streaming RPC: one of the server's stream slots while it runs (RESOURCE_EXHAUSTED when none is
     free, so watchers never take every thread from the unary calls), counted by final status."""
@@ -445,8 +449,11 @@ class MatchmakerService(pb_grpc.MatchmakerServicer):
             after = _last_event_id(request.last_event_id)
             if request.pool not in self.rt.pools:
                 raise InvalidInput("pool", f"pool: no pool {request.pool[:64]!r}")
+            # the headers go out once the stream's position is fixed (WATCHING): a client that waits for
+            # them (``call.initial_metadata()``) misses no event it causes afterwards
             for ev in events.watch_pool_sync(self.rt.store, request.pool, owner, after,
-                                             lambda: not context.is_active()):
+                                             lambda: not context.is_active(),
+                                             lambda: context.send_initial_metadata(WATCHING)):
                 if ev is not None:
                     yield _event_message(ev)
         except _KNOWN as err:

@@ -181,7 +181,8 @@ class MatchmakerServicer:
 
     def WatchEvents(self, request, context):
         """Every event of the pool's tickets the caller owns (GET /v1/events?pool=P): from now on, or after
-        `last_event_id`.
+        `last_event_id`. The initial metadata (`mgmatch-watching: 1`) is sent once the stream has fixed its
+        position: every event committed after the client receives it is in the stream.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

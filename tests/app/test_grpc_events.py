@@ -48,6 +48,8 @@ def test_watch_ticket_and_watch_events_stream_what_sse_sends(served):
     stub, url = served
     pool_events: list = []
     pool_stream = stub.WatchEvents(pb.WatchEventsRequest(pool="small"), metadata=KEYS)
+    # the headers say the stream reads from its position: the tickets created next are all in it
+    assert dict(pool_stream.initial_metadata()).get("mgmatch-watching") == "1"
     th = _collect(pool_stream, pool_events, lambda ev: sum(e.type == "matched" for e in ev) == 3)
     first = stub.CreateTicket(pb.CreateTicketRequest(pool="small", players=[pb.Player(id="g0", features=features(0))]),
                               metadata=KEYS)
