@@ -82,13 +82,15 @@ prepare() {  # prepare <env>: a venv with the dependencies of <env> and the curr
         # torch pinned in the same resolve, as `make install` does: a looser torch requirement pulls a
         # multi-GB CUDA build
         [ "$env" = train ] && pins=(torch==2.13.0)
-        pip_q "$log" "$venv/bin/python" -m pip install "${pins[@]}" "$WHEEL[${EXTRA[$env]}]" || return 1
+        # --no-compile: byte-compiling every installed file took two thirds of an install here (torch's
+        # thousands of modules); the modules the smoke imports are compiled when first imported
+        pip_q "$log" "$venv/bin/python" -m pip install --no-compile "${pins[@]}" "$WHEEL[${EXTRA[$env]}]" || return 1
         "$venv/bin/python" -m pip check || return 1
         echo "$wheel_sum" > "$venv/.wheel"
         echo "$sum" > "$venv/.deps"
     elif [ "$(cat "$venv/.wheel" 2>/dev/null)" != "$wheel_sum" ]; then
         echo "install smoke [$env]: same dependencies, new wheel"
-        pip_q "$log" "$venv/bin/python" -m pip install --no-deps --force-reinstall "$WHEEL" || return 1
+        pip_q "$log" "$venv/bin/python" -m pip install --no-compile --no-deps --force-reinstall "$WHEEL" || return 1
         echo "$wheel_sum" > "$venv/.wheel"
     else
         echo "install smoke [$env]: environment and wheel unchanged, reused"
