@@ -15,6 +15,7 @@ the live client never received is lost.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shutil
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
@@ -106,10 +108,16 @@ class _Receiver:
 
 
 class _SSE:
-    """A client of ``/v1/events`` that reconnects with Last-Event-ID (as EventSource does)."""
+    """A client of ``/v1/events`` that reconnects with Last-Event-ID (as EventSource does).
+
+    Lean on purpose (``http.client``, blocks split on the raw bytes): it shares the bench's interpreter with
+    the load and the webhook receiver, and an event's receipt time is when its bytes reached this process,
+    taken before any parsing, so the bench's own CPU does not count as the service's latency."""
 
     def __init__(self, url: str):
-        self.url = url
+        u = urlsplit(url)
+        self.host, self.port = u.hostname or "127.0.0.1", u.port or 80
+        self.path = u.path + (f"?{u.query}" if u.query else "")
         self.events: list[tuple[str, str, float]] = []  # (id, type, receipt time)
         self.connections = 0
         self.stop = threading.Event()
@@ -119,25 +127,68 @@ class _SSE:
     def _run(self) -> None:
         while not self.stop.is_set():
             headers = {"Last-Event-ID": self.events[-1][0]} if self.events else {}
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=5)
             try:
-                with httpx.stream("GET", self.url, headers=headers, timeout=httpx.Timeout(5, connect=2)) as r:
-                    if r.status_code == 200:
-                        self.connections += 1
-                        self.opened.set()
-                        cur: dict[str, str] = {}
-                        for line in r.iter_lines():
-                            if self.stop.is_set():
-                                return
-                            if line == "":
-                                if cur.get("event") not in (None, "error"):
-                                    self.events.append((cur["id"], cur["event"], time.time()))
-                                cur = {}
-                            elif not line.startswith(":"):
-                                name, _, value = line.partition(":")
-                                cur[name] = value[1:] if value.startswith(" ") else value
-            except (httpx.HTTPError, OSError, KeyError):
+                conn.request("GET", self.path, headers=headers)
+                r = conn.getresponse()
+                if r.status == 200:
+                    self.connections += 1
+                    self.opened.set()
+                    buf = b""
+                    while not self.stop.is_set():
+                        data = r.read1(65536)
+                        if not data:
+                            break
+                        at = time.time()
+                        got, buf = sse_events(buf + data)
+                        self.events.extend((eid, kind, at) for eid, kind in got)
+            except (OSError, http.client.HTTPException, KeyError):
                 pass
+            finally:
+                conn.close()
             self.stop.wait(0.1)
+
+
+def sse_events(buf: bytes) -> tuple[list[tuple[str, str]], bytes]:
+    """The (id, type) of each whole event in ``buf`` (an SSE stream's bytes so far), and the bytes of the
+    block still incomplete. Blocks without an event type (``retry:``, comments) and ``error`` events are
+    left out."""
+    *blocks, rest = buf.split(b"\n\n")
+    out = []
+    for block in blocks:
+        cur: dict[str, str] = {}
+        for line in block.decode("utf-8", "replace").split("\n"):
+            if line and not line.startswith(":"):
+                name, _, value = line.partition(":")
+                cur[name] = value[1:] if value.startswith(" ") else value
+        if cur.get("event") not in (None, "error") and "id" in cur:
+            out.append((cur["id"], cur["event"]))
+    return out, rest
+
+
+class _Poster:
+    """The load's client: one kept-alive ``http.client`` connection (a fraction of httpx's CPU per request,
+    which the bench's receivers would otherwise wait for), opened again after a broken one."""
+
+    def __init__(self, url: str):
+        u = urlsplit(url)
+        self.conn = http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port or 80, timeout=10)
+
+    def post(self, path: str, body: dict) -> int | None:
+        """The answer's status, or None when the connection broke or timed out (twice)."""
+        data = json.dumps(body, separators=(",", ":")).encode()
+        for _ in range(2):
+            try:
+                self.conn.request("POST", path, body=data, headers={"content-type": "application/json"})
+                r = self.conn.getresponse()
+                r.read()
+                return r.status
+            except (OSError, http.client.HTTPException):
+                self.conn.close()
+        return None
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def _stages(metrics_text: str) -> dict[str, dict[str, Any]]:
@@ -266,7 +317,8 @@ def run_push_bench(plan: PushPlan, say=None) -> dict[str, Any]:
         restarted_at = None
         t0 = time.time()
         n = int(plan.rate * plan.duration_s)
-        with httpx.Client(base_url=url, timeout=10) as c:
+        c = _Poster(url)
+        try:
             for i in range(n):
                 due = t0 + i / plan.rate
                 if (wait := due - time.time()) > 0:
@@ -279,14 +331,12 @@ def run_push_bench(plan: PushPlan, say=None) -> dict[str, Any]:
                     rds.start()
                     say("Redis back")
                 feats = np.round(rng.normal(0.0, 1.0, dim), 3).tolist()
-                try:
-                    r = c.post("/v1/tickets", json={"pool": POOL, "players": [
-                        {"id": f"p{plan.seed}-{i}", "features": feats}], "ttl_s": 120})
-                    ok = r.status_code == 201
-                except httpx.HTTPError:
-                    ok = False
+                ok = c.post("/v1/tickets", {"pool": POOL, "players": [
+                    {"id": f"p{plan.seed}-{i}", "features": feats}], "ttl_s": 120}) == 201
                 created += ok
                 refused += not ok
+        finally:
+            c.close()
         load_s = time.time() - t0
         say(f"{created} tickets created ({refused} refused) in {load_s:.1f} s; draining")
         time.sleep(1.5)  # the service's split, before the replays below add their (old) reads to it
