@@ -258,10 +258,10 @@ class Deliverer:
             self._cursor[pool] = entries[-1][0]
 
     def step(self) -> bool:
-        """One round: pending acks, due retries, then new entries for every receiver with room. True when
-        it did something."""
-        busy = self._flush_acks()
-        busy = self._due_retries() or busy
+        """One round: due retries, new entries for every receiver with room, then the acks of what was
+        delivered since the last round (after the reads: a new event waits for no acknowledgement's write).
+        True when it did something."""
+        busy = self._due_retries()
         claim = time.monotonic() - self._last_claim >= self.claim_idle_ms / 3000
         if claim:
             self._last_claim = time.monotonic()
@@ -285,7 +285,7 @@ class Deliverer:
                     busy = True
                     self._saw(pool, entries)
                     self._dispatch(r, pool, entries)
-        return busy
+        return self._flush_acks() or busy
 
     # ------------------------------------------------------------------ deliveries
 
