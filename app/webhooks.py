@@ -47,9 +47,8 @@ log = logging.getLogger("mgmatch.webhooks")
 
 #: entries another deliverer read and left unacknowledged this long are taken over (it died)
 CLAIM_IDLE_MS = 30_000
-#: senders per receiver (a match's events arrive together: with 4, the last of a burst waited for a sender
-#: on the 2-core machine, webhook "sent" p99 ≤ 75 ms against ≤ 50 ms with 8 at 250 tickets/s, bench push)
-SENDERS = 8
+#: senders per receiver
+SENDERS = 4
 #: the longest an idle reader waits for new entries at once (a blocking read of the logs wakes it at the
 #: first new one; the cap bounds how late it notices a due retry or a stop)
 IDLE_WAIT_S = 0.1
