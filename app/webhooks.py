@@ -13,9 +13,10 @@ acknowledged, and one that died for good has its entries taken over by another a
 with the headers ``X-Mgmatch-Event-Id`` (the same on every retry: de-duplicate on it),
 ``X-Mgmatch-Event``, ``X-Mgmatch-Attempt``, ``X-Mgmatch-Timestamp`` and
 ``X-Mgmatch-Signature: t=<timestamp>,v1=<hex HMAC-SHA-256(secret, "<timestamp>." + body)>``.
-A 2xx answer acknowledges it (in the reader's next round, with the others delivered meanwhile); anything else (another status, a timeout, a refused connection) is retried
-after ``backoff_s``, doubling up to ``max_backoff_s``, and after ``max_attempts`` it goes to the pool's
-dead letters (``GET /v1/webhooks/dead-letters``) with the last error.
+A 2xx answer acknowledges it (in the reader's next round, with the others delivered meanwhile); anything
+else (another status, a timeout, a refused connection) is retried after ``backoff_s``, doubling up to
+``max_backoff_s``, and after ``max_attempts`` it goes to the pool's dead letters
+(``GET /v1/webhooks/dead-letters``) with the last error.
 
 Delivery runs on its own threads (the reader and, per receiver, a small pool of senders with a bounded
 number of deliveries in flight), never on a solve's or a request's: a slow or dead receiver only holds
