@@ -229,3 +229,35 @@ def test_grpc_create_answers_already_exists_naming_the_player_field_and_the_tick
         channel.close()
         server.stop(0)
         rt.stop()
+
+
+@pytest.mark.redis
+def test_redis_scripts_flushed_are_loaded_again_for_every_step_of_a_create(redis_url):
+    # every step sends its scripts as plain EVALSHA (no SCRIPT EXISTS first): a Redis that lost its scripts
+    # answers NOSCRIPT, and the step loads them and runs again, the idempotency read batched with the locks too
+    import asyncio
+
+    url, prefix = redis_url
+    s = RedisStore.from_url(url, prefix=prefix)
+    try:
+        s.r.script_flush()
+        first, created = s.create(_t("p", "a"), "k1")
+        assert created
+        s.r.script_flush()
+        again, created = s.create(_t("p", "a"), "k1")  # a replay: the key read with the locks
+        assert again.id == first.id and not created
+        s.r.script_flush()
+        with pytest.raises(PlayerBusy):  # refused: its locks go back with the (empty) creates
+            s.create(_t("q", "a"), "k2")
+
+        async def aio():
+            s.r.script_flush()
+            got, made = await s.acreate(_t("p", "b"), "k3")
+            assert made
+            s.r.script_flush()
+            assert (await s.acreate(_t("p", "b"), "k3"))[0].id == got.id
+
+        asyncio.run(aio())
+        assert s.queue_depth("p") == 2
+    finally:
+        s.close()
