@@ -226,12 +226,15 @@ async def watch_pool(store: Store, pool: str, owner: str | None, after: str | No
             continue
         cursor = entries[-1][0]
         observe("sse", "read", [eid for eid, _ in entries])
-        tickets = await asyncio.to_thread(_tickets, store, pool, entries, cache)
+        tickets = await _atickets(store, pool, entries, cache)
         out = _events(entries, tickets, pool, owner)
         for ev in out:
             yield ev
         if not out:
             yield None
+        # the memory store's reads answer without suspending: a stream replaying a long log (Last-Event-ID far
+        # back) would otherwise hold the event loop for all of it, while the live streams' events wait
+        await asyncio.sleep(0)
 
 
 def _tickets(store: Store, pool: str, entries: list[tuple[str, dict[str, str]]],
@@ -239,6 +242,18 @@ def _tickets(store: Store, pool: str, entries: list[tuple[str, dict[str, str]]],
     """The tickets the entries name, in one store round trip (as they are now)."""
     ids = list(dict.fromkeys(f.get("ticket", "") for _, f in entries if f.get("ticket")))
     found = dict(zip(ids, store.get_many(pool, ids), strict=True)) if ids else {}
+    return _cached(found, cache)
+
+
+async def _atickets(store: Store, pool: str, entries: list[tuple[str, dict[str, str]]],
+                    cache: _Owners | None = None) -> dict[str, Ticket | None]:
+    """:func:`_tickets` on the event loop (no thread hop: the store's own async read)."""
+    ids = list(dict.fromkeys(f.get("ticket", "") for _, f in entries if f.get("ticket")))
+    found = dict(zip(ids, await store.aget_many(pool, ids), strict=True)) if ids else {}
+    return _cached(found, cache)
+
+
+def _cached(found: dict[str, Ticket | None], cache: _Owners | None) -> dict[str, Ticket | None]:
     if cache is not None:
         for tid, t in found.items():
             if t is not None:

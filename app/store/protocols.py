@@ -122,6 +122,9 @@ class TicketStore(Protocol):
     async def acancel(self, ticket_id: str) -> Ticket | None:
         return self.cancel(ticket_id)
 
+    async def aget_many(self, pool: str, ticket_ids: list[str]) -> list[Ticket | None]:
+        return self.get_many(pool, ticket_ids)
+
 
 @runtime_checkable
 class RecordStore(Protocol):

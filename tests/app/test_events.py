@@ -324,6 +324,35 @@ def test_a_restarted_deliverer_resumes_what_it_had_not_delivered(tmp_path, store
         rec.close()
 
 
+def test_deliveries_are_acknowledged_together_by_the_next_round():
+    """A sender does not acknowledge on its own (one store write per delivery): the reader's round
+    acknowledges everything delivered since the last, in one call per receiver and pool."""
+    from mgmatch.app.config import WebhookConfig
+    from mgmatch.app.store import Ticket, new_ticket_id
+    from mgmatch.app.webhooks import Deliverer
+
+    store = MemoryStore()
+    calls: list[list[str]] = []
+    ack = store.ack_deliveries
+    store.ack_deliveries = lambda pool, group, ids: (calls.append(list(ids)), ack(pool, group, ids))[1]
+    rec = Receiver()
+    d = Deliverer(store, [WebhookConfig(url=rec.url, secret=SECRET, name="h", events=["queued"])], ["p"], "c")
+    try:
+        d.step()  # the group starts here
+        now = time.time()
+        for i in range(5):
+            store.create(Ticket(new_ticket_id("p"), "p", [{"id": f"u{i}", "features": [1.0]}], now, now + 60))
+        d.step()  # reads the five, hands them to the senders, acknowledges those already delivered
+        poll(lambda: d.delivered == 5, timeout=10)
+        d.step()  # acknowledges the rest
+        assert sorted(e for c in calls for e in c) == sorted(e for e, _ in store.read_events("p", "0-0", 10))
+        assert len(calls) <= 2  # not one per delivery
+        assert store.read_deliveries("p", "webhook:h", "c", pending=True) == []
+    finally:
+        d.stop()
+        rec.close()
+
+
 def test_a_hanging_receiver_slows_neither_the_api_nor_the_matches(tmp_path, live):
     rec = Receiver(delay_s=4.0)
     hooks = [{"url": rec.url, "secret": SECRET, "timeout_s": 10, "max_in_flight": 2}]

@@ -116,7 +116,7 @@ def test_redis_a_create_stopped_between_its_steps_neither_locks_forever_nor_come
     try:
         ghost = _t("p", "a", "b")
         # the first step only (the players' locks), as if the process died before its pool's script ran
-        assert s._drive(s._lock_players([ghost])) == {}
+        assert s._drive(s._lock_players([ghost], {})) == ({}, {}, [])
         assert s.r.get(s.keys.player_lock("a")) == ghost.id
         other, created = s.create(_t("q", "a"))  # meets the lock, finds no such ticket: voids it, takes over
         assert created and s.r.get(s.keys.player_lock("a")) == other.id
@@ -152,6 +152,29 @@ def test_redis_a_replayed_create_after_a_lost_reply_is_still_one_ticket(redis_ur
         assert s.queue_depth("p") == 1
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("end", ["live", "cancel"])
+def test_a_replayed_idempotency_key_answers_its_ticket_and_leaves_no_lock_behind(store, end):
+    # the key is read with the players' locks (one round trip on Redis): a replay answers the earlier
+    # ticket and gives back any lock its new ticket took meanwhile (the earlier one had ended)
+    first, created = store.create(_t("p", "a"), "k1")
+    assert created
+    if end == "cancel":
+        store.cancel(first.id)
+        if isinstance(store, RedisStore):  # its lock gone too (as when it outlived its ttl): the replay takes it
+            store.r.delete(store.keys.player_lock("a"))
+    replay = _t("p", "a")
+    again, created = store.create(replay, "k1")
+    assert again.id == first.id and not created
+    if isinstance(store, RedisStore):  # the replay's own ticket id holds no player's lock
+        assert store.r.get(store.keys.player_lock("a")) in (first.id, None)
+    if end == "live":  # the earlier ticket still holds the player
+        with pytest.raises(PlayerBusy) as err:
+            store.create(_t("q", "a"))
+        assert err.value.holder == first.id
+    else:  # the replay holds nothing: the player is free
+        assert store.create(_t("q", "a"))[1]
 
 
 @pytest.mark.parametrize("store_kind", ["memory", pytest.param("redis", marks=pytest.mark.redis)])
@@ -206,3 +229,35 @@ def test_grpc_create_answers_already_exists_naming_the_player_field_and_the_tick
         channel.close()
         server.stop(0)
         rt.stop()
+
+
+@pytest.mark.redis
+def test_redis_scripts_flushed_are_loaded_again_for_every_step_of_a_create(redis_url):
+    # every step sends its scripts as plain EVALSHA (no SCRIPT EXISTS first): a Redis that lost its scripts
+    # answers NOSCRIPT, and the step loads them and runs again, the idempotency read batched with the locks too
+    import asyncio
+
+    url, prefix = redis_url
+    s = RedisStore.from_url(url, prefix=prefix)
+    try:
+        s.r.script_flush()
+        first, created = s.create(_t("p", "a"), "k1")
+        assert created
+        s.r.script_flush()
+        again, created = s.create(_t("p", "a"), "k1")  # a replay: the key read with the locks
+        assert again.id == first.id and not created
+        s.r.script_flush()
+        with pytest.raises(PlayerBusy):  # refused: its locks go back with the (empty) creates
+            s.create(_t("q", "a"), "k2")
+
+        async def aio():
+            s.r.script_flush()
+            got, made = await s.acreate(_t("p", "b"), "k3")
+            assert made
+            s.r.script_flush()
+            assert (await s.acreate(_t("p", "b"), "k3"))[0].id == got.id
+
+        asyncio.run(aio())
+        assert s.queue_depth("p") == 2
+    finally:
+        s.close()

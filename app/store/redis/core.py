@@ -86,15 +86,12 @@ async def _close_quietly(client: aiocluster.RedisCluster, grace_s: float = _DROP
             log.debug("closing a dropped asyncio cluster client failed", exc_info=True)
 
 
-def _is_cluster_pipeline(client) -> bool:
-    return isinstance(client, (redis.cluster.ClusterPipeline, aiocluster.ClusterPipeline))
-
-
 def _queue_script(pipe, script, kv: dict[str, list]):
-    """Queue a script call on a cluster pipeline. redis-py refuses ``evalsha`` there (a cluster
-    pipeline cannot load scripts first), so it gets the plain EVALSHA command, which goes to the
-    node of its keys like any keyed command; a NOSCRIPT reply is the caller's to handle (load the
-    script on every master, run the batch again: every script is safe to replay)."""
+    """Queue a script call on a pipeline as the plain EVALSHA command. redis-py refuses ``evalsha`` on a
+    cluster pipeline (it cannot load scripts first), where the command goes to the node of its keys like
+    any keyed command; on one Redis its script objects would send a SCRIPT EXISTS round trip before
+    every pipeline. A NOSCRIPT reply is the caller's to handle (load the script, on every master of a
+    cluster, and run the batch again: every script queued this way is safe to replay)."""
     return pipe.execute_command("EVALSHA", script.sha, len(kv["keys"]), *kv["keys"], *kv["args"])
 
 

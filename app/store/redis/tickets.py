@@ -11,12 +11,13 @@ from collections.abc import Generator
 from typing import Any
 
 import anyio.to_thread
+import redis.asyncio.cluster as aiocluster
 import redis.exceptions as rex
 
 from ...keys import EVENTS_MAXLEN, TICKET_RETENTION_S
 from ..base import Conflict, MatchRecord, MatchResult, PlayerBusy, Ticket, pool_of
 from ..protocols import TicketStore
-from .core import _REAP_BATCH, _SOURCES, RedisCore, _is_cluster_pipeline, _queue_script
+from .core import _REAP_BATCH, _SOURCES, RedisCore, _queue_script
 from .errors import _guard_public
 
 _PLAYERS_SLICE = 64  # players-hash entries the reaper checks per round
@@ -62,18 +63,30 @@ class RedisTickets(RedisCore, TicketStore):
         return {"keys": [self.keys.ticket(pool, holder), self.keys.void(pool, holder)],
                 "args": [int(TICKET_RETENTION_S * 1000)]}
 
-    def _lock_players(self, tickets: list[Ticket]) -> Generator[tuple, list, dict[str, Conflict]]:
-        """Take every player's lock for each ticket, or none: ticket id → PlayerBusy for the refused."""
+    def _lock_players(self, tickets: list[Ticket], idem: dict[int, str]
+                      ) -> Generator[tuple, list, tuple[dict[str, Conflict], dict[int, str], list]]:
+        """Take every player's lock for each ticket, or none. ``idem`` (index in ``tickets`` → its idempotency
+        key) is read in the same round trip as the first locks: a replayed key answers with its earlier
+        ticket, and the locks its new ticket may have taken go back. Returns ticket id → PlayerBusy for the
+        refused, index → the earlier ticket's id for the replays, and the unlock calls still to send (the
+        caller sends them with its next request)."""
         in_batch = {t.id for t in tickets}
         dead: dict[tuple[str, str], str] = {}  # (ticket, player) → a holder found no longer live
         refused: dict[str, Conflict] = {}
+        prevs: dict[int, str] = {}
         slots = [(t, i, p["id"]) for t in tickets for i, p in enumerate(t.players)]
-        for _ in range(_LOCK_ROUNDS):
-            replies = yield ("script", "player_lock", [self._lock_kv(t, pid, dead.get((t.id, pid), ""))
-                                                      for t, _, pid in slots])
-            contested = [(t, i, pid, h) for (t, i, pid), h in zip(slots, replies, strict=True) if h]
+        for rnd in range(_LOCK_ROUNDS):
+            lock = ("script", "player_lock", [self._lock_kv(t, pid, dead.get((t.id, pid), "")) for t, _, pid in slots])
+            if rnd == 0 and idem:
+                got, replies = yield ("batch", [("get", list(idem.values())), lock])
+                prevs = {j: prev for j, prev in zip(idem, got, strict=True) if prev}
+            else:
+                replies = yield lock
+            replayed = {tickets[j].id for j in prevs}
+            contested = [(t, i, pid, h) for (t, i, pid), h in zip(slots, replies, strict=True)
+                         if h and t.id not in replayed]
             holders = sorted({h for *_, h in contested if h not in in_batch and self._live_kv(h) is not None})
-            answers = yield ("script", "ticket_live", [self._live_kv(h) for h in holders])
+            answers = (yield ("script", "ticket_live", [self._live_kv(h) for h in holders])) if holders else []
             live = {h for h, a in zip(holders, answers, strict=True) if int(a)}
             slots = []
             for t, i, pid, h in contested:
@@ -89,30 +102,33 @@ class RedisTickets(RedisCore, TicketStore):
                 break
         for t, i, pid in slots:  # still contested after every round: creates of this player keep racing
             refused.setdefault(t.id, PlayerBusy(i, pid, None))
-        back = [kv for t in tickets if t.id in refused for kv in self._unlock_kvs(t)]
-        if back:
-            yield ("script", "player_unlock", back)
-        return refused
+        replayed = {tickets[j].id for j in prevs}
+        back = [kv for t in tickets if t.id in refused or t.id in replayed for kv in self._unlock_kvs(t)]
+        return refused, prevs, back
 
     def _create_flow(self, items: list[tuple[Ticket, str | None]]) -> Generator[tuple, list, list]:
-        """Per item, the create script's reply (read by _created) or the Conflict that refused it."""
+        """Per item, the create script's reply (read by _created) or the Conflict that refused it.
+
+        Two round trips when nothing contends (the idempotency keys with the players' locks, then the creates);
+        a lock held by a ticket elsewhere adds one to ask whether that ticket is live, and a create that did not
+        happen one to give its locks back."""
         k = self.keys
         out: list = [None] * len(items)
-        keyed = [j for j, (_, key) in enumerate(items) if key]
-        if keyed:  # a replayed idempotency key answers with its ticket before any lock is asked for
-            prevs = yield ("get", [k.idempotency(items[j][0].pool, items[j][1]) for j in keyed])
-            for j, prev in zip(keyed, prevs, strict=True):
-                if prev:
-                    out[j] = prev
-        todo = [j for j in range(len(items)) if out[j] is None]
-        refused = yield from self._lock_players([items[j][0] for j in todo])
+        idem = {j: k.idempotency(t.pool, key) for j, (t, key) in enumerate(items) if key}
+        refused, prevs, unlock = yield from self._lock_players([t for t, _ in items], idem)
         go = []
-        for j in todo:
-            if items[j][0].id in refused:
-                out[j] = refused[items[j][0].id]
+        for j, (t, _) in enumerate(items):
+            if j in prevs:  # a replayed key answers with its earlier ticket
+                out[j] = prevs[j]
+            elif t.id in refused:
+                out[j] = refused[t.id]
             else:
                 go.append(j)
-        replies = yield ("script", "create", [self._create_kv(*items[j]) for j in go])
+        create = ("script", "create", [self._create_kv(*items[j]) for j in go])
+        if unlock:  # the refused and the replays give their locks back with the creates
+            replies, _ = yield ("batch", [create, ("script", "player_unlock", unlock)])
+        else:
+            replies = (yield create) if go else []
         back, voided = [], []
         for j, reply in zip(go, replies, strict=True):
             out[j] = reply
@@ -133,63 +149,69 @@ class RedisTickets(RedisCore, TicketStore):
                 out[j] = busy or PlayerBusy(0, t.players[0]["id"], None)
         return out
 
+    @staticmethod
+    def _requests(req: tuple) -> list[tuple]:
+        """The parts of one request of the create flow (a "batch" holds several, sent as one pipeline)."""
+        return list(req[1]) if req[0] == "batch" else [req]
+
+    @staticmethod
+    def _queue(pipe, scripts: dict[str, Any], part: tuple) -> int:
+        """Queue one part on a pipeline; how many replies it takes. Scripts go as plain EVALSHA: redis-py's
+        script objects would send a SCRIPT EXISTS round trip before every pipeline; a NOSCRIPT reply (Redis
+        restarted or flushed its scripts, a promoted replica) is handled by the caller."""
+        if part[0] == "get":
+            for key in part[1]:
+                pipe.get(key)
+            return len(part[1])
+        for kv in part[2]:
+            _queue_script(pipe, scripts[part[1]], kv)
+        return len(part[2])
+
+    @staticmethod
+    def _split(req: tuple, counts: list[int], replies: list) -> list:
+        """A pipeline's replies as the flow expects them: a list per part of a batch, else the list."""
+        parts, at = [], 0
+        for n in counts:
+            parts.append(replies[at:at + n])
+            at += n
+        return parts if req[0] == "batch" else parts[0]
+
     def _run(self, req: tuple) -> list:
         """One request of the create flow as one pipeline on the sync client."""
-        if req[0] == "get":
-            keys = req[1]
-            if not keys:
-                return []
-            pipe = self.r.pipeline(transaction=False)
-            for key in keys:
-                pipe.get(key)
-            return pipe.execute()
-        name, kvs = req[1], req[2]
-        if not kvs:
-            return []
+        parts = self._requests(req)
+        if not any(p[-1] for p in parts):
+            return self._split(req, [0] * len(parts), [])
 
         def batch() -> list:
             pipe = self.r.pipeline(transaction=False)
-            for kv in kvs:
-                if _is_cluster_pipeline(pipe):
-                    _queue_script(pipe, self._s[name], kv)
-                else:
-                    self._s[name](**kv, client=pipe)
-            return pipe.execute()
+            counts = [self._queue(pipe, self._s, p) for p in parts]
+            return self._split(req, counts, pipe.execute())
 
         try:
             return batch()
-        except rex.NoScriptError:  # flushed between redis-py's SCRIPT EXISTS and the batch, or (a cluster's
-            # pipelines load no scripts) a node that never ran it, a replica promoted: load it, once more
-            self.r.script_load(_SOURCES[name])
+        except rex.NoScriptError:  # Redis lost its scripts (a restart, a SCRIPT FLUSH), or a node of a
+            # cluster never ran one, a replica promoted: load the request's scripts, run it once more
+            for name in {p[1] for p in parts if p[0] == "script"}:
+                self.r.script_load(_SOURCES[name])
             return batch()  # (every script of the flow is safe to replay)
 
     async def _arun(self, aio, req: tuple) -> list:
         """One request of the create flow as one pipeline on the asyncio client."""
         client, scripts = aio
-        if req[0] == "get":
-            if not req[1]:
-                return []
-            async with client.pipeline(transaction=False) as pipe:
-                for key in req[1]:
-                    pipe.get(key)
-                return await pipe.execute()
-        name, kvs = req[1], req[2]
-        if not kvs:
-            return []
+        parts = self._requests(req)
+        if not any(p[-1] for p in parts):
+            return self._split(req, [0] * len(parts), [])
 
         async def batch() -> list:
             async with client.pipeline(transaction=False) as pipe:
-                for kv in kvs:
-                    if _is_cluster_pipeline(pipe):
-                        _queue_script(pipe, scripts[name], kv)
-                    else:
-                        await scripts[name](**kv, client=pipe)
-                return await pipe.execute()
+                counts = [self._queue(pipe, scripts, p) for p in parts]
+                return self._split(req, counts, await pipe.execute())
 
         try:
             return await batch()
         except rex.NoScriptError:  # as in _run
-            await client.script_load(_SOURCES[name])
+            for name in {p[1] for p in parts if p[0] == "script"}:
+                await client.script_load(_SOURCES[name])
             return await batch()
 
     def _drive(self, flow: Generator) -> Any:
@@ -285,6 +307,20 @@ class RedisTickets(RedisCore, TicketStore):
             return None
         f = await aio[0].hgetall(self.keys.ticket(pool, ticket_id))
         return Ticket.from_fields(ticket_id, f).view() if f else None
+
+    async def aget_many(self, pool: str, ticket_ids: list[str]) -> list[Ticket | None]:
+        aio = self._async()
+        if aio is None or isinstance(aio[0], aiocluster.RedisCluster):
+            # a cluster's reads stay on a thread: on the asyncio cluster client, a pool stream's reads across
+            # a master failover left unclosed node connections behind (tests/lab/test_chaos.py's failover run)
+            return await anyio.to_thread.run_sync(self.get_many, pool, ticket_ids)
+        if not ticket_ids:
+            return []
+        async with aio[0].pipeline(transaction=False) as pipe:
+            for tid in ticket_ids:
+                pipe.hgetall(self.keys.ticket(pool, tid))
+            found = await pipe.execute()
+        return [Ticket.from_fields(tid, f).view() if f else None for tid, f in zip(ticket_ids, found, strict=True)]
 
     async def acancel(self, ticket_id: str) -> Ticket | None:
         aio = self._async()
