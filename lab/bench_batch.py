@@ -1,12 +1,14 @@
 """Benchmark of several matches from one pool: joint partition against one match after another.
 
 Pools (seeded) are built the way a matchmaker pool looks: candidates of one preset's world with the
-pool's player-free rules only (roles, party_together, skill_balance, max_ping). Each pool is made
-of ``matches`` generated single-match instances (each with its planted feasible match, so M matches
+pool's player-free rules only (roles, role_min, party_together, skill_balance, skill_spread, max_ping).
+Each pool is made of ``matches`` generated single-match instances (each with its planted feasible match, so M matches
 always exist) plus further generated players up to ``candidates``; players keep their instance's
 skill bracket, so a pool holds several brackets as a real queue does. The pool's rules are the
 loosest of its parts' settings (the largest ``max_diff`` and ``max_ms``), which every planted match
-satisfies.
+satisfies (``role_min``: the smallest minimum; ``skill_spread``, kept where the preset always sets
+one, as ``ffa-32``: the largest window). Pools hold at
+most 100 candidates, the large-lobby presets' as many as their presets define (:data:`LARGE_CANDIDATES`).
 
 For each pool, both modes get the SAME total budget: ``joint`` (:func:`mgmatch.solvers.batch.solve_joint`)
 gets all of it for one solve; ``sequential`` (:func:`~mgmatch.solvers.batch.solve_sequential`,
@@ -26,11 +28,26 @@ from mgmatch.core.errors import InvalidInput
 from mgmatch.core.instance import Instance, parse_instance
 from mgmatch.core.presets import generate_with_truth, get_preset, load_model
 from mgmatch.core.problem import Problem
-from mgmatch.core.rules import MaxPingRule, PartyTogetherRule, RolesRule, SkillBalanceRule
+from mgmatch.core.rules import (
+    MaxPingRule,
+    PartyTogetherRule,
+    RoleMinRule,
+    RolesRule,
+    SkillBalanceRule,
+    SkillSpreadRule,
+)
 from mgmatch.solvers.base import Budget, method_info, methods
 from mgmatch.solvers.batch import BatchResult, solve_joint, solve_sequential, verify
 
 MAX_CANDIDATES = 100
+#: larger pools for the large-lobby presets, the sizes their presets define: ``br-100`` 150–300
+#: candidates (one or two lobbies of 100), ``ffa-32`` 48–64 per lobby (two lobbies: 96–128)
+LARGE_CANDIDATES = {"br-100": 300, "ffa-32": 128}
+
+
+def max_candidates(preset: str) -> int:
+    """Most candidates a pool of ``preset`` may have here."""
+    return LARGE_CANDIDATES.get(preset, MAX_CANDIDATES)
 
 
 def pool_instance(preset: str, candidates: int, matches: int, seed: int) -> Instance:
@@ -39,16 +56,18 @@ def pool_instance(preset: str, candidates: int, matches: int, seed: int) -> Inst
     S = p.teams * p.team_size
     if matches < 1:
         raise InvalidInput("matches", f"expected an integer ≥ 1, got {matches}")
-    if candidates > MAX_CANDIDATES:
-        raise InvalidInput("candidates", f"at most {MAX_CANDIDATES} (a pool's max_candidates), got {candidates}")
+    cap = max_candidates(preset)
+    if candidates > cap:
+        raise InvalidInput("candidates", f"at most {cap} for {preset} (a pool's max_candidates), got {candidates}")
     if candidates < matches * S:
         raise InvalidInput("candidates", f"{matches} matches of {S} players need at least {matches * S} candidates, "
                                          f"got {candidates}")
     parts = generate_with_truth(preset, matches + (candidates // p.pool[0]) + 1, seed)
     players: list[dict] = []
     extras: list[dict] = []
-    max_diff, max_ms, slots = 0.0, 0.0, None
-    seen_balance = seen_ping = False
+    max_diff, max_ms, max_spread, slots = 0.0, 0.0, 0.0, None
+    role_min: dict[str, int] = {}
+    seen_balance = seen_ping = seen_spread = False
 
     def renamed(q: int, pl) -> dict:
         d = pl.to_json()
@@ -65,6 +84,10 @@ def pool_instance(preset: str, candidates: int, matches: int, seed: int) -> Inst
                 max_diff, seen_balance = max(max_diff, r.max_diff), True
             elif isinstance(r, MaxPingRule) and q < matches:
                 max_ms, seen_ping = max(max_ms, r.max_ms), True
+            elif isinstance(r, SkillSpreadRule) and q < matches and p.spread_prob >= 1.0:
+                max_spread, seen_spread = max(max_spread, r.max_spread), True
+            elif isinstance(r, RoleMinRule):
+                role_min[r.role] = min(role_min.get(r.role, r.min), r.min)
             elif isinstance(r, RolesRule):
                 slots = dict(r.slots)
         for i, pl in enumerate(inst.players):
@@ -83,6 +106,9 @@ def pool_instance(preset: str, candidates: int, matches: int, seed: int) -> Inst
             del d["party"]
     # the pool's player-free rules its parts have (a free-for-all has no roles and no squad balance)
     rules = [] if slots is None else [RolesRule(slots).to_json()]
+    rules += [RoleMinRule(role, n).to_json() for role, n in sorted(role_min.items())]
+    if seen_spread:
+        rules.append(SkillSpreadRule(max_spread).to_json())
     if seen_balance:
         rules.append(SkillBalanceRule(max_diff).to_json())
     if seen_ping:

@@ -38,8 +38,11 @@ gives M one-at-a-time solves):
 registered method, remove its players, repeat, each solve with ``budget / M``.
 
 Every returned match is checker-feasible on the full instance and the matches are disjoint.
-Instances with ``include`` rules are refused (a pool's rules never name players; "this player in
-SOME match" is not a per-match rule).
+Instances with ``include`` rules are refused here (a pool's rules never name players; "this player
+in SOME match" is not a per-match rule). Pools the policy sends to the lobby search
+(:func:`mgmatch.solvers.policy.lobby_path`: ffa-32, br-100) take none of the stages above (building
+their SCIP models alone outlasts the budget): :mod:`mgmatch.solvers.batch_lobby` forms their matches
+by lobby searches, and there an ``include`` rule holds over the batch.
 """
 
 from __future__ import annotations
@@ -59,10 +62,12 @@ from mgmatch.core.rules import IncludeRule
 from mgmatch.core.solution import Solution
 
 from .base import Budget, make_solver
+from .batch_lobby import lobby_batch
 from .batch_search import MIN_GAIN, joint_local_search
 from .cip import CipText
 from .mip import MipModel, new_model, write_rules
 from .pas import true_search
+from .policy import lobby_path
 
 #: ``prefer_joint``: joint when a match has at least this many players ...
 AUTO_LARGE_MATCH = 12
@@ -137,22 +142,36 @@ def room(instance: Instance, matches: int) -> int:
 
 
 def verify(problem: Problem, matches: list[np.ndarray]) -> list[str]:
-    """Why a set of matches is not a valid batch (empty when it is): overlaps and rule violations."""
+    """Why a set of matches is not a valid batch (empty when it is): overlaps and rule violations. Every
+    rule but ``include`` holds per match; an ``include`` rule holds over the batch (each of its players
+    in some match, :mod:`mgmatch.solvers.batch_lobby`)."""
     out: list[str] = []
-    used = np.zeros(problem.instance.n, dtype=np.int64)
+    inst = problem.instance
+    used = np.zeros(inst.n, dtype=np.int64)
+    per_batch = {f"rules[{k}] (include)" for k, r in enumerate(inst.rules) if isinstance(r, IncludeRule)}
     for k, t in enumerate(matches):
         t = np.asarray(t)
         used += t >= 0
         for v in problem.checker.violations(t):
-            out.append(f"match {k}: {v}")
-    ids = problem.instance.ids
+            if v.split(":", 1)[0] not in per_batch:
+                out.append(f"match {k}: {v}")
+    ids = inst.ids
     out += [f"player {ids[i]} is in {int(used[i])} matches" for i in np.flatnonzero(used > 1)]
+    for k, r in enumerate(inst.rules):
+        if isinstance(r, IncludeRule):
+            missing = [p for p in r.players if not used[inst.index[p]]]
+            if missing:
+                out.append(f"rules[{k}] (include): required players in no match: {missing}")
     return out
 
 
-def _check_batchable(problem: Problem, matches: int) -> None:
+def _check_matches(matches: int) -> None:
     if isinstance(matches, bool) or not isinstance(matches, int) or matches < 1:
         raise InvalidInput("matches", f"expected an integer ≥ 1, got {matches!r}")
+
+
+def _check_batchable(problem: Problem, matches: int) -> None:
+    _check_matches(matches)
     for k, r in enumerate(problem.instance.rules):
         if isinstance(r, IncludeRule):
             raise InvalidInput(f"rules[{k}]", "an include rule names players; a batch solve takes per-match rules only")
@@ -472,13 +491,17 @@ def match_search(problem: Problem, T: np.ndarray, m: int, p: np.ndarray, obj: fl
 
 
 def solve_joint(problem: Problem, matches: int, budget: Budget, seed: int = 0) -> BatchResult:
-    """Partition the pool into up to ``matches`` matches jointly (module docstring)."""
-    _check_batchable(problem, matches)
+    """Partition the pool into up to ``matches`` matches jointly (module docstring); a pool the policy
+    sends to the lobby search is formed by lobby searches instead (:mod:`mgmatch.solvers.batch_lobby`)."""
+    _check_matches(matches)
     M = room(problem.instance, matches)
     limit = budget.time_limit_ms if budget.time_limit_ms is not None else DEFAULT_MATCH_MS * max(M, 1)
     deadline = budget.start + limit / 1e3
     stop = deadline - FINISH_RESERVE_S
     stats: dict = {"requested_matches": matches}
+    if M and lobby_path(problem):
+        return _joint_lobbies(problem, M, budget, stop, seed, stats)
+    _check_batchable(problem, matches)
     rng = np.random.default_rng(seed)
 
     def answer(T: np.ndarray | None, objs, status: str) -> BatchResult:
@@ -548,3 +571,19 @@ def solve_joint(problem: Problem, matches: int, budget: Budget, seed: int = 0) -
             moves += more
     stats.update(mip_improved=improved, mip_ms=round((time.perf_counter() - t2) * 1e3, 3), moves=moves)
     return answer(T, objs, "feasible")
+
+
+def _joint_lobbies(problem: Problem, M: int, budget: Budget, stop: float, seed: int, stats: dict) -> BatchResult:
+    """The large-lobby path of :func:`solve_joint`: no SCIP model, M lobby searches (:func:`lobby_batch`);
+    every match checked on the pool's per-match rules and the batch on ``include`` and overlaps."""
+    stats["path"] = "lobby"
+    rows, covered = lobby_batch(problem, M, stop, seed, stats)
+    bad = verify(problem, rows)
+    if not covered:
+        stats["rejected"] = "an included player is in no match the lobby searches formed"
+    elif bad:  # pragma: no cover - each lobby passed its match's checker and took only free players
+        stats["rejected"] = bad[:3]
+    if bad or not rows:
+        return BatchResult([], [], "joint", budget.elapsed_ms(), "no_solution", stats)
+    objs = [problem.objective(t) for t in rows]
+    return BatchResult(rows, objs, "joint", budget.elapsed_ms(), "feasible", stats)

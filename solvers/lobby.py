@@ -277,12 +277,14 @@ class _Residual:
 
 
 class _Lobby:
-    def __init__(self, problem: Problem, rng: np.random.Generator):
+    def __init__(self, problem: Problem, rng: np.random.Generator, available: np.ndarray | None = None):
         self.pb, self.rng = problem, rng
         self.pyrng = random.Random(int(rng.integers(2**63)))  # small draws, cheaper than numpy's
         inst = problem.instance
         self.inst = inst
         self.N, self.D = inst.n, inst.teams
+        #: players this lobby may take (a batch's later lobbies: not those of the lobbies before)
+        self.available = np.ones(self.N, dtype=bool) if available is None else np.asarray(available, dtype=bool)
         self.sizes = np.asarray(inst.sizes)
         self.emb = problem.embeddings
         self.skill = np.nan_to_num(inst.skills(), nan=0.0)
@@ -350,11 +352,11 @@ class _Lobby:
         masks = []
         if self.has_ping and ch.far is not None and ch.far.shape[1]:
             for r in range(ch.far.shape[1]):
-                ok = ~ch.far[:, r]
+                ok = ~ch.far[:, r] & self.available
                 if (ok | ~self.include).all():
                     masks.append(ok)
         else:
-            masks.append(np.ones(self.N, dtype=bool))
+            masks.append(self.available.copy())
         if self.spread is not None:
             # per region, the skill windows (every start at a candidate's skill) holding the included
             # players and enough candidates: the fullest first, then the ones of the most engagement
@@ -958,6 +960,58 @@ def lobby_answer(problem: Problem, budget: Budget, method: str, seed: int = 0) -
     return sol.model_copy(update={"method": method, "stats": stats})
 
 
+def lobby_search(problem: Problem, end: float, seed: int = 0,
+                 available: np.ndarray | None = None) -> tuple[np.ndarray | None, dict]:
+    """The lobby search (module docstring) until ``end`` (a ``time.perf_counter()`` instant): the best
+    checker-feasible lobby found (team_of [N]; None: none in time) and its counters. ``available`` (bool
+    [N]; None: everyone): the players it may select, the others stay benched (a batch's later lobbies)."""
+    rng = np.random.default_rng(seed)
+    lobby = _Lobby(problem, rng, available)
+    stats: dict = {"restarts": 0}
+    if available is not None and (lobby.pinned[~lobby.available] >= 0).any():
+        return None, stats  # a pinned player is taken elsewhere: no lobby of this instance holds him
+    masks = lobby.admitted_sets()
+    check_s = 0.0  # one checker call: what the finish (the answer's check, its region) costs about twice
+    found: list[tuple[float, np.ndarray]] = []  # (score, assignment) of every climb's bests
+    attempt = 0
+    start_s = 0.0  # the longest construction (with its check and repair) so far
+    while masks and attempt < ATTEMPTS * (1 + len(found)):
+        # a restart only when a construction and a few climbing steps still fit before the finish
+        left = end - FINISH_CHECKS * check_s - time.perf_counter()
+        if left <= 0 or (found and left < RESTART_SHARE * start_s):
+            break
+        ok = masks[attempt % len(masks)]
+        attempt += 1
+        t0 = time.perf_counter()
+        built = lobby.construct(ok, JITTER * (1 + stats["restarts"]))
+        if built is None:
+            continue
+        t1 = time.perf_counter()
+        feasible = problem.checker.feasible(built[None])[0]
+        check_s = max(check_s, time.perf_counter() - t1)
+        if not feasible:
+            built = lobby.repair(built, ok, end)
+            if built is not None and not problem.checker.feasible(built[None])[0]:
+                built = None  # pragma: no cover - the repair's rules are the checker's
+            stats.setdefault("repair_ms", round((time.perf_counter() - t1) * 1e3, 1))
+        start_s = max(start_s, time.perf_counter() - t0)
+        if built is None:
+            continue
+        stats.setdefault("construct_ms", round((t1 - t0) * 1e3, 1))
+        stats.setdefault("construct_attempts", attempt)
+        _, _, info = lobby.climb(built, ok, end - FINISH_CHECKS * check_s)
+        found.extend(lobby.bests)
+        for k, v in info.items():
+            stats[k] = stats.get(k, 0) + v
+        stats["restarts"] += 1
+    stats["restarts"] = max(0, stats["restarts"] - 1)
+    # the checker has the last word: the best it accepts (every climb's start was accepted)
+    for _, cand in sorted(found, key=lambda f: -f[0]):
+        if problem.checker.feasible(cand[None])[0]:
+            return cand, stats
+    return None, stats
+
+
 @register("lobby", "Large-lobby search (FFA, battle royale): construct a feasible lobby (host region, "
           "skill window, parties packed, role minimums, squad balance), then climb the engagement with "
           "incremental set-form swap scores", seeded=True)
@@ -971,46 +1025,7 @@ class LobbySolver:
     def solve(self, problem: Problem, budget: Budget) -> Solution:
         deadline = budget.deadline(self.default_time_limit_ms)
         end = (math.inf if deadline is None else deadline) - RESERVE_S
-        rng = np.random.default_rng(self.seed)
-        lobby = _Lobby(problem, rng)
-        stats: dict = {"restarts": 0}
-        masks = lobby.admitted_sets()
-        check_s = 0.0  # one checker call: what the finish (the answer's check, its region) costs about twice
-        found: list[tuple[float, np.ndarray]] = []  # (score, assignment) of every climb's bests
-        attempt = 0
-        start_s = 0.0  # the longest construction (with its check and repair) so far
-        while masks and attempt < ATTEMPTS * (1 + len(found)):
-            # a restart only when a construction and a few climbing steps still fit before the finish
-            left = end - FINISH_CHECKS * check_s - time.perf_counter()
-            if left <= 0 or (found and left < RESTART_SHARE * start_s):
-                break
-            ok = masks[attempt % len(masks)]
-            attempt += 1
-            t0 = time.perf_counter()
-            built = lobby.construct(ok, JITTER * (1 + stats["restarts"]))
-            if built is None:
-                continue
-            t1 = time.perf_counter()
-            feasible = problem.checker.feasible(built[None])[0]
-            check_s = max(check_s, time.perf_counter() - t1)
-            if not feasible:
-                built = lobby.repair(built, ok, end)
-                if built is not None and not problem.checker.feasible(built[None])[0]:
-                    built = None  # pragma: no cover - the repair's rules are the checker's
-                stats.setdefault("repair_ms", round((time.perf_counter() - t1) * 1e3, 1))
-            start_s = max(start_s, time.perf_counter() - t0)
-            if built is None:
-                continue
-            stats.setdefault("construct_ms", round((t1 - t0) * 1e3, 1))
-            stats.setdefault("construct_attempts", attempt)
-            _, _, info = lobby.climb(built, ok, end - FINISH_CHECKS * check_s)
-            found.extend(lobby.bests)
-            for k, v in info.items():
-                stats[k] = stats.get(k, 0) + v
-            stats["restarts"] += 1
-        stats["restarts"] = max(0, stats["restarts"] - 1)
-        # the checker has the last word: the best it accepts (every climb's start was accepted)
-        for _, cand in sorted(found, key=lambda f: -f[0]):
-            if problem.checker.feasible(cand[None])[0]:
-                return problem.solution(cand, "feasible", self.name, budget.elapsed_ms(), stats=stats)
+        team_of, stats = lobby_search(problem, end, self.seed)
+        if team_of is not None:
+            return problem.solution(team_of, "feasible", self.name, budget.elapsed_ms(), stats=stats)
         return problem.solution(None, "no_solution", self.name, budget.elapsed_ms(), stats=stats)

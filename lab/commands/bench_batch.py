@@ -12,7 +12,7 @@ import typer
 from mgmatch.app.cli import bench_app, check_time_limit_ms, fail, seed_option, short_int
 
 #: the default pool per preset: room for this many matches among this many candidates
-DEFAULTS = {"3v3": (24, 4), "12v12": (72, 3)}
+DEFAULTS = {"3v3": (24, 4), "12v12": (72, 3), "ffa-32": (128, 2), "br-100": (200, 2)}
 #: most seeded pools one run takes (the README's runs use 20–200)
 MAX_POOLS = 1_000_000
 
@@ -22,8 +22,9 @@ MAX_POOLS = 1_000_000
                                  "(budget / M each); total engagement, time p50/p99, feasible %. A table on stdout, "
                                  "JSON with --json.")
 def batch_cmd(
-    preset: Annotated[str, typer.Option(help="Scenario preset (3v3, 12v12, 12v12-deep).")] = "3v3",
-    candidates: Annotated[int | None, typer.Option(help="Candidates per pool (≤ 100); default 24 (3v3), 72 (12v12).")] = None,
+    preset: Annotated[str, typer.Option(help="Scenario preset (3v3, 12v12, 12v12-deep, ffa-32, br-100).")] = "3v3",
+    candidates: Annotated[int | None, typer.Option(help="Candidates per pool (≤ 100; ffa-32 ≤ 128, br-100 ≤ 300); "
+                                                        "default 24 (3v3), 72 (12v12), 128 (ffa-32), 200 (br-100).")] = None,
     matches: Annotated[int | None, typer.Option(help="Room for this many matches; default 4 (3v3), 3 (12v12).")] = None,
     budget_ms: Annotated[float | None, typer.Option(help="Total budget per pool, ms; default 100 × matches.")] = None,
     pools: Annotated[int, typer.Option(help="Seeded pools.")] = 20,
@@ -35,7 +36,7 @@ def batch_cmd(
     from rich.table import Table
 
     from mgmatch.core.presets import get_preset
-    from mgmatch.lab.bench_batch import MAX_CANDIDATES, run
+    from mgmatch.lab.bench_batch import MAX_CANDIDATES, max_candidates, run
     from mgmatch.solvers.base import method_info
 
     p = get_preset(preset, "--preset")
@@ -45,8 +46,9 @@ def batch_cmd(
     S = p.teams * p.team_size
     if matches < 1:
         fail(f"--matches must be ≥ 1, got {matches}")
-    if not 1 <= candidates <= MAX_CANDIDATES:
-        fail(f"--candidates must be 1–{MAX_CANDIDATES}, got {candidates}")
+    cap = max_candidates(preset)
+    if not 1 <= candidates <= cap:
+        fail(f"--candidates must be 1–{cap} for --preset {preset}, got {candidates}")
     if candidates < matches * S:
         fail(f"--candidates: {matches} matches of {S} players need at least {matches * S}, got {candidates}")
     budget_ms = 100.0 * matches if budget_ms is None else budget_ms

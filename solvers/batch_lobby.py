@@ -1,0 +1,108 @@
+"""The joint batch on large lobbies (issue 31): M matches of a pool the policy sends to the lobby search.
+
+At 25 squads from 300 candidates (or 32 players from 128) compiling the pool's rules for SCIP takes
+longer than the whole budget (~0.5 s at 25 squads), so :func:`mgmatch.solvers.batch.solve_joint`
+hands such pools (:func:`mgmatch.solvers.policy.lobby_path`) to :func:`lobby_batch`, which compiles
+nothing: the matches are formed one after another by the lobby search
+(:func:`mgmatch.solvers.lobby.lobby_search`) on the whole pool, each restricted to the players no
+earlier match took and given an equal share of the time left (a match that finishes early or finds
+nothing leaves its time to the next ones).
+
+Rules. Every rule but ``include`` holds per match, with the other matches' players benched (the
+batch's contract, as in the small-pool joint batch). ``include`` holds over the batch: each
+included player is in SOME match. The included players go to the first match when one lobby can
+hold them all (a host region within the ping limit and a skill window of every one of them);
+otherwise each match takes the largest group one lobby can hold, until none is left. A batch that
+leaves an included player out is no answer.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from mgmatch.core.problem import Problem
+from mgmatch.core.rules import IncludeRule, SkillSpreadRule
+
+from .lobby import lobby_search
+
+
+def included(problem: Problem) -> np.ndarray:
+    """bool [N]: the players some ``include`` rule names."""
+    inst = problem.instance
+    out = np.zeros(inst.n, dtype=bool)
+    for r in inst.rules:
+        if isinstance(r, IncludeRule):
+            out[[inst.index[p] for p in r.players]] = True
+    return out
+
+
+def match_problem(problem: Problem, group: np.ndarray) -> Problem:
+    """The pool with its per-match rules and one ``include`` rule of the players ``group`` marks (the
+    included players this match takes); embeddings and model shared with ``problem``."""
+    inst = problem.instance
+    rules = [r for r in inst.rules if not isinstance(r, IncludeRule)]
+    if group.any():
+        rules.append(IncludeRule(tuple(inst.ids[i] for i in np.flatnonzero(group))))
+    out = Problem(inst.with_rules(rules), problem.model, problem.model_name)
+    out.__dict__["embeddings"] = problem.embeddings
+    return out
+
+
+def include_group(problem: Problem, left: np.ndarray) -> np.ndarray:
+    """bool [N]: the largest group of the included players ``left`` marks that one lobby can hold by
+    the ping limit (one host region) and the skill window (one ``skill_spread``); all of them when one
+    lobby can."""
+    inst = problem.instance
+    ch = problem.checker
+    idx = np.flatnonzero(left)
+    regions = [np.ones(inst.n, dtype=bool)]
+    if ch.far is not None and ch.far.shape[1]:
+        regions = [~ch.far[:, r] for r in range(ch.far.shape[1])]
+    spreads = [r.max_spread for r in inst.rules if isinstance(r, SkillSpreadRule)]
+    skill = np.nan_to_num(inst.skills(), nan=0.0)
+    best = idx[:0]
+    for ok in regions:
+        g = idx[ok[idx]]
+        if spreads and len(g):
+            s = skill[g]
+            windows = [g[(s >= s0 - 1e-9) & (s <= s0 + min(spreads) + 1e-9)] for s0 in np.unique(s)]
+            g = max(windows, key=len)
+        if len(g) > len(best):
+            best = g
+    out = np.zeros(inst.n, dtype=bool)
+    out[best] = True
+    return out
+
+
+def lobby_batch(problem: Problem, matches: int, end: float, seed: int, stats: dict) -> tuple[list[np.ndarray], bool]:
+    """Up to ``matches`` disjoint lobbies (team_of [N] each, −1: not in that match) by ``end`` (a
+    ``time.perf_counter()`` instant), and whether every included player is in one of them. Each
+    lobby is checker-feasible on its match problem (:func:`match_problem`), whose rules are the pool's
+    per-match rules; the caller verifies the batch."""
+    inst = problem.instance
+    need = inst.n_selected
+    inc = included(problem)
+    used = np.zeros(inst.n, dtype=bool)
+    out: list[np.ndarray] = []
+    per_match = []
+    for k in range(matches):
+        if int((~used).sum()) < need or time.perf_counter() >= end:
+            break
+        left = inc & ~used
+        group = left if not left.any() else include_group(problem, left)
+        if left.any() and not group.any():
+            break  # an included player no lobby admits (no region within the ping limit): none can hold him
+        t0 = time.perf_counter()
+        share_end = t0 + (end - t0) / (matches - k)
+        team_of, st = lobby_search(match_problem(problem, group), share_end, seed + k, available=~used)
+        per_match.append({"ms": round((time.perf_counter() - t0) * 1e3, 1), "found": team_of is not None,
+                          "included": int(group.sum()), "restarts": st.get("restarts", 0),
+                          "iterations": st.get("iterations", 0)})
+        if team_of is None:
+            break  # the next lobby, from fewer players, would fail the same way (or leave an included player out)
+        out.append(team_of)
+        used |= team_of >= 0
+    stats["lobby_matches"] = per_match
+    return out, not (inc & ~used).any()
