@@ -29,6 +29,7 @@ from mgmatch.core.instance import Instance, parse_instance
 from mgmatch.core.presets import generate_with_truth, get_preset, load_model
 from mgmatch.core.problem import Problem
 from mgmatch.core.rules import (
+    IncludeRule,
     MaxPingRule,
     PartyTogetherRule,
     RoleMinRule,
@@ -50,8 +51,9 @@ def max_candidates(preset: str) -> int:
     return LARGE_CANDIDATES.get(preset, MAX_CANDIDATES)
 
 
-def pool_instance(preset: str, candidates: int, matches: int, seed: int) -> Instance:
-    """One pool of ``candidates`` players with room for ``matches`` planted feasible matches."""
+def pool_instance(preset: str, candidates: int, matches: int, seed: int, include: bool = False) -> Instance:
+    """One pool of ``candidates`` players with room for ``matches`` planted feasible matches; ``include``:
+    with the planted matches' ``include`` rules too (their long waiters, who must play in some match)."""
     p = get_preset(preset)
     S = p.teams * p.team_size
     if matches < 1:
@@ -67,6 +69,7 @@ def pool_instance(preset: str, candidates: int, matches: int, seed: int) -> Inst
     extras: list[dict] = []
     max_diff, max_ms, max_spread, slots = 0.0, 0.0, 0.0, None
     role_min: dict[str, int] = {}
+    waiters: list[dict] = []
     seen_balance = seen_ping = seen_spread = False
 
     def renamed(q: int, pl) -> dict:
@@ -90,6 +93,8 @@ def pool_instance(preset: str, candidates: int, matches: int, seed: int) -> Inst
                 role_min[r.role] = min(role_min.get(r.role, r.min), r.min)
             elif isinstance(r, RolesRule):
                 slots = dict(r.slots)
+            elif isinstance(r, IncludeRule) and include and q < matches:
+                waiters.append(IncludeRule(tuple(f"q{q}.{pid}" for pid in r.players)).to_json())
         for i, pl in enumerate(inst.players):
             if q < matches and g.witness[i] >= 0:
                 players.append(renamed(q, pl))
@@ -115,6 +120,7 @@ def pool_instance(preset: str, candidates: int, matches: int, seed: int) -> Inst
         rules.append(MaxPingRule(max_ms).to_json())
     if any(d.get("party") is not None for d in players):
         rules.append(PartyTogetherRule().to_json())
+    rules += waiters
     order = np.random.default_rng([seed, 7]).permutation(len(players))  # no ordering hint for the solvers
     return parse_instance({"teams": p.teams, "team_size": p.team_size, "players": [players[i] for i in order],
                            "rules": rules, "engagement_model": preset})

@@ -12,8 +12,9 @@ Rules. Every rule but ``include`` holds per match, with the other matches' playe
 batch's contract, as in the small-pool joint batch). ``include`` holds over the batch: each
 included player is in SOME match. The included players go to the first match when one lobby can
 hold them all (a host region within the ping limit and a skill window of every one of them);
-otherwise each match takes the largest group one lobby can hold, until none is left. A batch that
-leaves an included player out is no answer.
+otherwise each match takes the largest group one lobby can hold, until none is left; a group around
+which the lobby search builds no lobby in a share of the match's time is split at its widest gap in
+skill (:func:`groups_to_try`). A batch that leaves an included player out is no answer.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from mgmatch.core.problem import Problem
 from mgmatch.core.rules import IncludeRule, SkillSpreadRule
 
 from .lobby import lobby_search
+
+#: share of a match's time the lobby search gets to build a first lobby around a group of included
+#: players before the batch tries a smaller group (:func:`groups_to_try`)
+GROUP_SHARE = 0.3
 
 
 def included(problem: Problem) -> np.ndarray:
@@ -64,6 +69,10 @@ def include_group(problem: Problem, left: np.ndarray) -> np.ndarray:
     skill = np.nan_to_num(inst.skills(), nan=0.0)
     best = idx[:0]
     for ok in regions:
+        ok = ok.copy()
+        for members in ch.parties.values():  # a party comes whole or not at all
+            if not ok[members].all():
+                ok[members] = False
         g = idx[ok[idx]]
         if spreads and len(g):
             s = skill[g]
@@ -73,6 +82,25 @@ def include_group(problem: Problem, left: np.ndarray) -> np.ndarray:
             best = g
     out = np.zeros(inst.n, dtype=bool)
     out[best] = True
+    return out
+
+
+def groups_to_try(problem: Problem, group: np.ndarray) -> list[np.ndarray]:
+    """``group``, then (for a lobby search that built nothing with it) its part on either side of the
+    widest gap in skill, the larger part first: the lobby search centres its skill window and squad
+    balance on the included players, and included players of two skill brackets may fit no lobby."""
+    idx = np.flatnonzero(group)
+    if len(idx) < 2:
+        return [group]
+    skill = np.nan_to_num(problem.instance.skills(), nan=0.0)
+    idx = idx[np.argsort(skill[idx], kind="stable")]
+    cut = int(np.argmax(np.diff(skill[idx]))) + 1
+    parts = sorted([idx[:cut], idx[cut:]], key=len, reverse=True)
+    out = [group]
+    for part in parts:
+        g = np.zeros_like(group)
+        g[part] = True
+        out.append(g)
     return out
 
 
@@ -96,9 +124,17 @@ def lobby_batch(problem: Problem, matches: int, end: float, seed: int, stats: di
             break  # an included player no lobby admits (no region within the ping limit): none can hold him
         t0 = time.perf_counter()
         share_end = t0 + (end - t0) / (matches - k)
-        team_of, st = lobby_search(match_problem(problem, group), share_end, seed + k, available=~used)
+        tries = groups_to_try(problem, group)
+        for n, group in enumerate(tries):  # noqa: B007 - the group found is the one recorded below
+            now = time.perf_counter()
+            # a group that may still be split gets a share of the match's time to build a first lobby
+            found_by = None if n == len(tries) - 1 else now + GROUP_SHARE * (share_end - now)
+            team_of, st = lobby_search(match_problem(problem, group), share_end, seed + k, available=~used,
+                                       found_by=found_by)
+            if team_of is not None:
+                break
         per_match.append({"ms": round((time.perf_counter() - t0) * 1e3, 1), "found": team_of is not None,
-                          "included": int(group.sum()), "restarts": st.get("restarts", 0),
+                          "included": int(group.sum()), "groups_tried": n + 1, "restarts": st.get("restarts", 0),
                           "iterations": st.get("iterations", 0)})
         if team_of is None:
             break  # the next lobby, from fewer players, would fail the same way (or leave an included player out)

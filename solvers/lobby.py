@@ -960,11 +960,14 @@ def lobby_answer(problem: Problem, budget: Budget, method: str, seed: int = 0) -
     return sol.model_copy(update={"method": method, "stats": stats})
 
 
-def lobby_search(problem: Problem, end: float, seed: int = 0,
-                 available: np.ndarray | None = None) -> tuple[np.ndarray | None, dict]:
+def lobby_search(problem: Problem, end: float, seed: int = 0, available: np.ndarray | None = None,
+                 found_by: float | None = None) -> tuple[np.ndarray | None, dict]:
     """The lobby search (module docstring) until ``end`` (a ``time.perf_counter()`` instant): the best
     checker-feasible lobby found (team_of [N]; None: none in time) and its counters. ``available`` (bool
-    [N]; None: everyone): the players it may select, the others stay benched (a batch's later lobbies)."""
+    [N]; None: everyone): the players it may select, the others stay benched (a batch's later lobbies).
+    ``found_by``: give up at this instant when no feasible lobby was built by then (a batch tries
+    another group of included players)."""
+    found_by = end if found_by is None else min(end, found_by)
     rng = np.random.default_rng(seed)
     lobby = _Lobby(problem, rng, available)
     stats: dict = {"restarts": 0}
@@ -978,7 +981,7 @@ def lobby_search(problem: Problem, end: float, seed: int = 0,
     while masks and attempt < ATTEMPTS * (1 + len(found)):
         # a restart only when a construction and a few climbing steps still fit before the finish
         left = end - FINISH_CHECKS * check_s - time.perf_counter()
-        if left <= 0 or (found and left < RESTART_SHARE * start_s):
+        if left <= 0 or (found and left < RESTART_SHARE * start_s) or (not found and time.perf_counter() > found_by):
             break
         ok = masks[attempt % len(masks)]
         attempt += 1
@@ -990,7 +993,7 @@ def lobby_search(problem: Problem, end: float, seed: int = 0,
         feasible = problem.checker.feasible(built[None])[0]
         check_s = max(check_s, time.perf_counter() - t1)
         if not feasible:
-            built = lobby.repair(built, ok, end)
+            built = lobby.repair(built, ok, end if found else found_by)
             if built is not None and not problem.checker.feasible(built[None])[0]:
                 built = None  # pragma: no cover - the repair's rules are the checker's
             stats.setdefault("repair_ms", round((time.perf_counter() - t1) * 1e3, 1))

@@ -39,6 +39,10 @@ def test_bad_pool_sizes_name_the_field():
     with pytest.raises(InvalidInput) as err:
         pool_instance("3v3", 120, 4, 0)
     assert err.value.field == "candidates"
+    for preset, over in (("ffa-32", 129), ("br-100", 301)):  # the large presets' pools: up to 128 / 300
+        with pytest.raises(InvalidInput) as err:
+            pool_instance(preset, over, 2, 0)
+        assert err.value.field == "candidates" and preset in err.value.message
 
 
 def test_run_reports_both_modes_on_the_same_pools():
@@ -72,6 +76,10 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     (["--method", "nope"], "--method"),
     (["--method", "mgmatch"], "--method"),
     (["--pools", "0"], "--pools"),
+    (["--preset", "3v3", "--candidates", "128"], "--candidates"),
+    (["--preset", "ffa-32", "--candidates", "129"], "--candidates"),
+    (["--preset", "br-100", "--candidates", "301"], "--candidates"),
+    (["--preset", "br-100", "--candidates", "150", "--matches", "2"], "--candidates"),
 ])
 def test_bad_flags_exit_2_with_one_line(args, needle):
     out = _cli(*args)
@@ -96,3 +104,26 @@ def test_a_free_for_all_pool_has_only_the_rules_its_parts_have():
     kinds = {r.kind for r in inst.rules}
     assert "roles" not in kinds and "skill_balance" not in kinds
     assert inst.n == 64 and inst.teams == 32
+
+
+def test_large_lobby_pools_have_the_presets_sizes_and_rules():
+    br = pool_instance("br-100", 300, 2, seed=1)
+    assert br.n == 300 and br.teams == 25
+    kinds = {r.kind for r in br.rules}
+    assert {"role_min", "skill_balance", "max_ping", "party_together"} <= kinds and "include" not in kinds
+    ffa = pool_instance("ffa-32", 128, 2, seed=1)
+    assert ffa.n == 128 and "skill_spread" in {r.kind for r in ffa.rules}
+    # with the planted matches' long waiters: one include rule per planted match, its players in the pool
+    inc = [r for r in pool_instance("ffa-32", 128, 2, seed=1, include=True).rules if r.kind == "include"]
+    assert len(inc) == 2 and all(p.startswith(f"q{q}.") for q, r in enumerate(inc) for p in r.players)
+
+
+@pytest.mark.service
+def test_both_modes_form_large_lobbies_in_the_bench(tmp_path):
+    path = tmp_path / "batch.json"
+    out = _cli("--preset", "ffa-32", "--candidates", "128", "--matches", "2", "--pools", "1", "--budget-ms", "1000",
+               "--method", "lobby", "--json", str(path))
+    assert out.returncode == 0, out.stderr
+    res = json.loads(path.read_text())
+    for mode in ("sequential", "joint"):
+        assert res["summary"][mode]["matches_mean"] == 2 and res["summary"][mode]["feasible_pct"] == 100, mode
