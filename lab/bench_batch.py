@@ -179,8 +179,11 @@ def run(preset: str, candidates: int, matches: int, budget_ms: float, pools: int
     for mode in ("sequential", "joint"):
         rs = [r for r in rows if r.mode == mode]
         t = np.asarray([r.time_ms for r in rs])
+        formed = sum(r.matches for r in rs)
         summary[mode] = {"total_mean": float(np.mean([r.total for r in rs])),
                          "matches_mean": float(np.mean([r.matches for r in rs])),
+                         # engagement per match formed (the total over every pool / the matches formed)
+                         "per_match_mean": float(sum(r.total for r in rs) / formed) if formed else None,
                          "time_p50_ms": float(np.percentile(t, 50)), "time_p99_ms": float(np.percentile(t, 99)),
                          "feasible_pct": 100.0 * sum(r.feasible for r in rs) / len(rs)}
     seq = {r.pool: r for r in rows if r.mode == "sequential"}

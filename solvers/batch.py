@@ -236,7 +236,9 @@ def solve_sequential(problem: Problem, matches: int, budget: Budget, method: str
             break
         b = Budget.of(per_ms)  # each solve its own share, encoding included, as the matchmaker runs it
         sub = subproblem(problem, keep)
-        _ = sub.compiled, sub.checker
+        # the service's encoding: the compiled rules, except for a pool the policy sends to the lobby
+        # search (which compiles nothing; compiling a br-100 pool takes about a match's budget)
+        _ = sub.checker if lobby_path(sub) else (sub.compiled, sub.checker)
         sol = make_solver(method, predictor=predictor, seed=seed + k).solve(sub, b)
         if not sol.has_assignment:
             if sol.status == "infeasible" and not out:

@@ -31,6 +31,12 @@ from .lobby import lobby_search
 #: share of a match's time the lobby search gets to build a first lobby around a group of included
 #: players before the batch tries a smaller group (:func:`groups_to_try`)
 GROUP_SHARE = 0.3
+#: share of the batch's time in which every lobby is formed with a short climb (the rest improves them)
+FORM_SHARE = 0.3
+#: a re-forming (the first lobby drawn from one region, when the lobbies came out short) gets this share
+#: of the time left, and none starts after this share of the batch's time
+RETRY_SHARE = 0.1
+RETRY_UNTIL = 0.6
 
 
 def included(problem: Problem) -> np.ndarray:
@@ -104,19 +110,17 @@ def groups_to_try(problem: Problem, group: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def lobby_batch(problem: Problem, matches: int, end: float, seed: int, stats: dict) -> tuple[list[np.ndarray], bool]:
-    """Up to ``matches`` disjoint lobbies (team_of [N] each, −1: not in that match) by ``end`` (a
-    ``time.perf_counter()`` instant), and whether every included player is in one of them. Each
-    lobby is checker-feasible on its match problem (:func:`match_problem`), whose rules are the pool's
-    per-match rules; the caller verifies the batch."""
+def _form(problem: Problem, matches: int, end: float, seed: int, first: np.ndarray | None = None
+          ) -> tuple[list[np.ndarray], list[dict]]:
+    """Lobbies one after another until ``matches``, a failure or ``end``, each with an equal share of the time
+    left; ``first`` (bool [N]): the players the first lobby may take (None: all)."""
     inst = problem.instance
-    need = inst.n_selected
     inc = included(problem)
     used = np.zeros(inst.n, dtype=bool)
     out: list[np.ndarray] = []
-    per_match = []
+    log: list[dict] = []
     for k in range(matches):
-        if int((~used).sum()) < need or time.perf_counter() >= end:
+        if int((~used).sum()) < inst.n_selected or time.perf_counter() >= end:
             break
         left = inc & ~used
         group = left if not left.any() else include_group(problem, left)
@@ -124,21 +128,94 @@ def lobby_batch(problem: Problem, matches: int, end: float, seed: int, stats: di
             break  # an included player no lobby admits (no region within the ping limit): none can hold him
         t0 = time.perf_counter()
         share_end = t0 + (end - t0) / (matches - k)
+        avail = ~used if k or first is None else first & ~used
         tries = groups_to_try(problem, group)
         for n, group in enumerate(tries):  # noqa: B007 - the group found is the one recorded below
             now = time.perf_counter()
             # a group that may still be split gets a share of the match's time to build a first lobby
             found_by = None if n == len(tries) - 1 else now + GROUP_SHARE * (share_end - now)
-            team_of, st = lobby_search(match_problem(problem, group), share_end, seed + k, available=~used,
+            team_of, st = lobby_search(match_problem(problem, group), share_end, seed + k, available=avail,
                                        found_by=found_by)
             if team_of is not None:
                 break
-        per_match.append({"ms": round((time.perf_counter() - t0) * 1e3, 1), "found": team_of is not None,
-                          "included": int(group.sum()), "groups_tried": n + 1, "restarts": st.get("restarts", 0),
-                          "iterations": st.get("iterations", 0)})
+        log.append({"ms": round((time.perf_counter() - t0) * 1e3, 1), "found": team_of is not None,
+                    "included": int(group.sum()), "groups_tried": n + 1})
         if team_of is None:
             break  # the next lobby, from fewer players, would fail the same way (or leave an included player out)
         out.append(team_of)
         used |= team_of >= 0
-    stats["lobby_matches"] = per_match
-    return out, not (inc & ~used).any()
+    return out, log
+
+
+def _first_lobby_regions(problem: Problem, free: np.ndarray) -> list[np.ndarray]:
+    """Where to draw the first lobby from when the lobbies formed one after another came out short (bool
+    [N] masks, in the order to try): outside the host region that admits the most of the players the
+    failed lobby had (``free``), which keeps them for the later lobbies; inside it; then inside each
+    other region, the fullest first. None without a ping rule."""
+    far = problem.checker.far
+    if far is None or not far.shape[1]:
+        return []
+    near = ~far
+    r = int(np.argmax((near & free[:, None]).sum(0)))
+    out = [~near[:, r], near[:, r]]
+    out += [near[:, q] for q in np.argsort(-near.sum(0), kind="stable") if q != r]
+    return out
+
+
+def _covers(inc: np.ndarray, rows: list[np.ndarray]) -> bool:
+    """Whether the lobbies ``rows`` hold every included player (``inc``, bool [N])."""
+    used = np.zeros(inc.shape[0], dtype=bool)
+    for t in rows:
+        used |= t >= 0
+    return not (inc & ~used).any()
+
+
+def lobby_batch(problem: Problem, matches: int, end: float, seed: int, stats: dict) -> tuple[list[np.ndarray], bool]:
+    """Up to ``matches`` disjoint lobbies (team_of [N] each, −1: not in that match) by ``end`` (a
+    ``time.perf_counter()`` instant), and whether every included player is in one of them. Each
+    lobby is checker-feasible on its match problem (:func:`match_problem`), whose rules are the pool's
+    per-match rules; the caller verifies the batch.
+
+    Two phases. **Form** (:data:`FORM_SHARE` of the time): the lobbies one after another, each with a
+    short climb. When fewer than ``matches`` came out (the first lobby took players a later one
+    needed: at 300 ``br-100`` candidates the fullest host region of the players left may admit ~100),
+    again with the first lobby drawn from one region (:func:`_first_lobby_regions`), each try with
+    :data:`RETRY_SHARE` of the time left, until the lobbies are all there or :data:`RETRY_UNTIL`. **Improve** (the time left): each lobby searched again
+    with an equal share, the other lobbies' players benched and its included players kept; the
+    better of the two stays."""
+    inst = problem.instance
+    inc = included(problem)
+    t0 = time.perf_counter()
+    rows, log = _form(problem, matches, t0 + FORM_SHARE * (end - t0), seed)
+    stats["form_matches"] = len(rows)
+    if len(rows) < matches and time.perf_counter() < end:
+        taken = np.zeros(inst.n, dtype=bool)
+        for t in rows:
+            taken |= t >= 0
+        for n, first in enumerate(_first_lobby_regions(problem, ~taken)):
+            t1 = time.perf_counter()
+            if len(rows) == matches or t1 > t0 + RETRY_UNTIL * (end - t0):
+                break
+            alt, alt_log = _form(problem, matches, t1 + RETRY_SHARE * (end - t1), seed + (n + 1) * matches, first)
+            stats.setdefault("reformed_matches", []).append(len(alt))
+            if (_covers(inc, alt), len(alt)) > (_covers(inc, rows), len(rows)):
+                rows, log = alt, alt_log
+    objs = [problem.objective(t) for t in rows]
+    improved = 0
+    for k in range(len(rows)):
+        now = time.perf_counter()
+        share_end = now + (end - now) / (len(rows) - k)
+        others = np.zeros(inst.n, dtype=bool)
+        for j, t in enumerate(rows):
+            if j != k:
+                others |= t >= 0
+        keep = inc & (rows[k] >= 0)  # its included players stay in it (no other lobby has them)
+        team_of, _ = lobby_search(match_problem(problem, keep), share_end, seed + 3 * matches + k, available=~others)
+        if team_of is not None:
+            v = problem.objective(team_of)
+            if v > objs[k]:
+                rows[k], objs[k] = team_of, v
+                improved += 1
+    stats["lobby_matches"] = log
+    stats["improved_matches"] = improved
+    return rows, _covers(inc, rows)

@@ -63,11 +63,12 @@ def batch_cmd(
                                            f"{r.time_ms:.0f} ms"))
     table = Table(title=f"batch {preset}: {candidates} candidates, room for {matches} matches, {budget_ms:g} ms total, "
                         f"{pools} pools, seed {seed} (sequential: {method}, {budget_ms / matches:g} ms per match)")
-    for col in ("mode", "total engagement", "matches", "time p50 ms", "time p99 ms", "feasible %"):
+    for col in ("mode", "total engagement", "matches", "per match", "time p50 ms", "time p99 ms", "feasible %"):
         table.add_column(col, justify="right")
     for mode in ("sequential", "joint"):
         s = res["summary"][mode]
-        table.add_row(mode, f"{s['total_mean']:.3f}", f"{s['matches_mean']:.2f}", f"{s['time_p50_ms']:.0f}",
+        per = "—" if s["per_match_mean"] is None else f"{s['per_match_mean']:.3f}"
+        table.add_row(mode, f"{s['total_mean']:.3f}", f"{s['matches_mean']:.2f}", per, f"{s['time_p50_ms']:.0f}",
                       f"{s['time_p99_ms']:.0f}", f"{s['feasible_pct']:.0f}")
     out = Console(file=sys.stdout, width=160)
     out.print(table)
