@@ -113,9 +113,10 @@ PATHS = ("auto", "enumerate", "scip", "pipeline")
 #: machine under load, docs/benchmarks/large-lobbies.md): at 48–64 candidates × 32 teams (ffa-32,
 #: 1 536–2 048 variables) the pipeline (model-free, ``surrogate``) answered 1 pool of 3 at 50 ms and
 #: the lobby search every pool; at 150–300 × 25 (br-100) compiling the rules alone takes 0.4–0.5 s and
-#: the move scorer ~2 s; the joint batch, local-search and random answer no br-100 pool in the budget
-#: and skill is 10–40% behind the lobby search. The pipeline's own presets stay below: 12v12-deep
-#: pools have ≤ 200 variables.
+#: the move scorer ~2 s; local-search and random answer no br-100 pool in the budget and skill is
+#: 10–40% behind the lobby search (the joint batch forms several such lobbies by lobby searches too:
+#: mgmatch.solvers.batch_lobby). The pipeline's own presets stay below: 12v12-deep pools have ≤ 200
+#: variables.
 LOBBY_MIN_VARIABLES = 1_500
 
 
