@@ -31,12 +31,12 @@ from .lobby import lobby_search
 #: share of a match's time the lobby search gets to build a first lobby around a group of included
 #: players before the batch tries a smaller group (:func:`groups_to_try`)
 GROUP_SHARE = 0.3
-#: share of the batch's time in which every lobby is formed with a short climb (the rest improves them)
-FORM_SHARE = 0.3
 #: a re-forming (the first lobby drawn from one region, when the lobbies came out short) gets this share
 #: of the time left, and none starts after this share of the batch's time
 RETRY_SHARE = 0.1
-RETRY_UNTIL = 0.6
+RETRY_UNTIL = 0.8
+#: the improve phase searches a lobby again only with at least this share of a match's time
+IMPROVE_MIN = 0.25
 
 
 def included(problem: Problem) -> np.ndarray:
@@ -129,6 +129,8 @@ def _form(problem: Problem, matches: int, end: float, seed: int, first: np.ndarr
         t0 = time.perf_counter()
         share_end = t0 + (end - t0) / (matches - k)
         avail = ~used if k or first is None else first & ~used
+        if int(avail.sum()) < inst.n_selected:
+            break
         tries = groups_to_try(problem, group)
         for n, group in enumerate(tries):  # noqa: B007 - the group found is the one recorded below
             now = time.perf_counter()
@@ -176,17 +178,19 @@ def lobby_batch(problem: Problem, matches: int, end: float, seed: int, stats: di
     lobby is checker-feasible on its match problem (:func:`match_problem`), whose rules are the pool's
     per-match rules; the caller verifies the batch.
 
-    Two phases. **Form** (:data:`FORM_SHARE` of the time): the lobbies one after another, each with a
-    short climb. When fewer than ``matches`` came out (the first lobby took players a later one
-    needed: at 300 ``br-100`` candidates the fullest host region of the players left may admit ~100),
-    again with the first lobby drawn from one region (:func:`_first_lobby_regions`), each try with
-    :data:`RETRY_SHARE` of the time left, until the lobbies are all there or :data:`RETRY_UNTIL`. **Improve** (the time left): each lobby searched again
-    with an equal share, the other lobbies' players benched and its included players kept; the
-    better of the two stays."""
+    **Form**: the lobbies one after another, each with an equal share of the time left (the one-at-a-time
+    path without re-encoding the pool per match). When fewer than ``matches`` came out (the first lobby
+    took players a later one needed: at 300 ``br-100`` candidates the fullest host region of the players
+    left may admit ~100), again with the first lobby drawn from one region
+    (:func:`_first_lobby_regions`), each try with :data:`RETRY_SHARE` of the time left, until the
+    lobbies are all there or :data:`RETRY_UNTIL` of the time is gone. **Improve** (the time such a
+    re-forming left, where a lobby's share is at least :data:`IMPROVE_MIN` of a match's): each lobby
+    searched again with the other lobbies' players benched and its included players kept; the better
+    of the two stays."""
     inst = problem.instance
     inc = included(problem)
     t0 = time.perf_counter()
-    rows, log = _form(problem, matches, t0 + FORM_SHARE * (end - t0), seed)
+    rows, log = _form(problem, matches, end, seed)
     stats["form_matches"] = len(rows)
     if len(rows) < matches and time.perf_counter() < end:
         taken = np.zeros(inst.n, dtype=bool)
@@ -205,6 +209,8 @@ def lobby_batch(problem: Problem, matches: int, end: float, seed: int, stats: di
     for k in range(len(rows)):
         now = time.perf_counter()
         share_end = now + (end - now) / (len(rows) - k)
+        if share_end - now < IMPROVE_MIN * (end - t0) / matches:
+            continue  # too little left to build a lobby again and climb past the one it has
         others = np.zeros(inst.n, dtype=bool)
         for j, t in enumerate(rows):
             if j != k:

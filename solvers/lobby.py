@@ -332,8 +332,13 @@ class _Lobby:
         self.index_of = inst.index
         # each player's engagement value: the model's first-order gain of selecting him (the mean over
         # teams of ∂EnG/∂x_ij at the uniform fractional assignment), standardized
-        g = engagement_gradient(problem.model, self.emb, inst.sizes).mean(1)
-        self.value = (g - g.mean()) / (g.std() or 1.0)
+        # (over the players this lobby may take: a batch's later lobby values them as a pool of its own)
+        av = self.available
+        g = np.zeros(self.N)
+        if av.any():
+            g[av] = engagement_gradient(problem.model, self.emb[av], inst.sizes).mean(1)
+            g[av] = (g[av] - g[av].mean()) / (g[av].std() or 1.0)
+        self.value = g
         # avoid pairs: never both selected (match) / never on one team (team)
         self.avoid_match: dict[int, set[int]] = {}
         self.avoid_team: dict[int, set[int]] = {}

@@ -79,3 +79,16 @@ def test_a_small_pool_keeps_the_scip_joint_batch():
     assert not lobby_path(problem)
     res = solve_joint(problem, 2, Budget.of(2000.0), seed=1)
     assert "path" not in res.stats and "seed" in res.stats and not verify(problem, res.matches)
+
+
+def test_a_lobby_search_with_too_few_players_available_finds_none():
+    import time
+
+    from mgmatch.solvers.lobby import lobby_search
+
+    problem = _pool("ffa-32", 128, 0)
+    for n in (0, 31):  # none, and one short of the 32 a lobby needs
+        avail = np.zeros(problem.instance.n, dtype=bool)
+        avail[:n] = True
+        team_of, _ = lobby_search(problem, time.perf_counter() + 1.0, 0, available=avail)
+        assert team_of is None
