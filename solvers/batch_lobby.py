@@ -6,7 +6,9 @@ hands such pools (:func:`mgmatch.solvers.policy.lobby_path`) to :func:`lobby_bat
 nothing: the matches are formed one after another by the lobby search
 (:func:`mgmatch.solvers.lobby.lobby_search`) on the whole pool, each restricted to the players no
 earlier match took and given an equal share of the time left (a match that finishes early or finds
-nothing leaves its time to the next ones).
+nothing leaves its time to the next ones). When that forms fewer than M (the first lobby took the
+players a later one needed), the lobbies are formed again with the first drawn from one host region,
+and the time such a re-forming leaves goes to searching each lobby again (:func:`lobby_batch`).
 
 Rules. Every rule but ``include`` holds per match, with the other matches' players benched (the
 batch's contract, as in the small-pool joint batch). ``include`` holds over the batch: each
