@@ -287,7 +287,8 @@ def test_bench_chaos_interrupted_stops_every_process_it_started_and_removes_its_
     import socket
     import subprocess
 
-    cmd = [sys.executable, "-c", "from mgmatch.cli import main; main()", "bench", "chaos", "--tickets", "400",
+    # a run far longer than the test waits (2,000 tickets at 40/s), so the interrupt always finds it running
+    cmd = [sys.executable, "-c", "from mgmatch.cli import main; main()", "bench", "chaos", "--tickets", "2000",
            "--rate", "40", "-v"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -302,9 +303,12 @@ def test_bench_chaos_interrupted_stops_every_process_it_started_and_removes_its_
         api_port, redis_port, prefix, workdir = int(m[1]), int(m[2]), m[3], Path(m[4])
         marker = f"MGMATCH_KEY_PREFIX={prefix}".encode()
         assert len(_processes_with(marker)) == 4 and workdir.is_dir()  # API, matchmaker, 2 solvers
+        seen = []
         for line in proc.stderr:  # interrupted while the chaos runs
+            seen.append(line)
             if "SIGKILL" in line:
                 break
+        assert proc.poll() is None, f"the run ended before it was interrupted: {''.join(seen[-5:])!r}"
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 130
     finally:
