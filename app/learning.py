@@ -11,7 +11,7 @@ keeps every result until its retention, so a result not yet appended when a proc
 appended by the next scan.
 
 **Refits** (:meth:`PoolLearner.refit`) run outside the solve path, once ``refit_every`` new results
-arrived (and the pool has ``min_results``): the ``seed_log`` plus the training log (its newest
+arrived, or sooner while the pool is young (:meth:`PoolLearner.due`), and the pool has ``min_results``: the ``seed_log`` plus the training log (its newest
 ``max_results``) are fitted by :func:`mgmatch.pipeline.refit.refit` (torch, one thread), in the
 calling thread (the replay, the ``learner`` worker) or in a child process (``serve``: the fit never
 holds the solving threads' GIL). The candidate goes live only if its mean squared error on the
@@ -23,6 +23,13 @@ counted (``mgmatch_learning_refits_total{outcome="rejected"}``), as is a refit t
 version, on every match formed with it, is the first 12 hex digits of its SHA-256 (the pinned
 start model's version is too). Other processes pick up a new pointer within ``interval_s``
 (:meth:`PoolLearner.poll`).
+
+**Rollback** (:meth:`PoolLearner.guard`). The held-out check favours a candidate: the live model's
+exploit matches are where it overrates matches most, and the candidate trained on such matches. A
+candidate's own mistakes show only once it forms matches, so each version's exploit results are
+counted (from the logs at start-up), and a live version whose mean result trails an earlier
+refit's by more than two standard errors is replaced by the best such version (the same file and
+version again; counted as ``outcome="rollback"``).
 
 **Exploration.** Each match of a learning pool is formed by policy ``explore`` with probability ε,
 else ``exploit``; ε starts at ``explore`` and decays toward ``explore_min`` with a half-life of
