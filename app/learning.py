@@ -357,7 +357,7 @@ class PoolLearner:
             return "waiting"
         live = self.engagement.get(self.model_name)
         kw = {"epochs": self.cfg.epochs, "seed": self.cfg.seed + len(self.refits),
-              "max_results": self.cfg.max_results, "name": self.model_name}
+              "max_results": self.cfg.max_results, "name": self.model_name, "live_version": self.live_version}
         seed_logs = [Path(self.cfg.seed_log)] if self.cfg.seed_log is not None else []
         t0 = time.perf_counter()
         try:

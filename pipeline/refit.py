@@ -108,6 +108,26 @@ def read_logs(paths: list[Path], trusted: set[Path] | None = None) -> MatchData:
     return out
 
 
+def judging(holdout_logs: list[Path], live_version: str, min_rows: int = 20) -> tuple[int, np.ndarray]:
+    """How many held-out results the logs hold, and the indexes of those that judge a candidate against
+    the live model: all but the live version's own exploit matches. Those are the matches the live
+    model rated highest, so it overrates them (the optimizer's pick carries its error), and the
+    candidate was trained on their like: they would favour any candidate. All results when fewer
+    than ``min_rows`` would remain."""
+    keep = []
+    k = 0
+    for p in holdout_logs:
+        with open(p, "rb") as f:
+            for line in f.read().splitlines():
+                if not line.strip():
+                    continue
+                row = json.loads(line)
+                if not (row.get("model_version") == live_version and row.get("policy") == "exploit"):
+                    keep.append(k)
+                k += 1
+    return k, np.asarray(keep if len(keep) >= min_rows else range(k), dtype=np.int64)
+
+
 @dataclass
 class RefitResult:
     """A fitted candidate and how it and the live model predict the held-out results."""
@@ -138,7 +158,8 @@ def mse(model: EngagementModel, data: MatchData) -> float:
 
 def refit(seed_logs: list[Path], train_logs: list[Path], holdout_logs: list[Path], live: EngagementModel, *,
           epochs: int = 300, seed: int = 0, max_results: int | None = None, name: str | None = None,
-          extra: dict[str, Any] | None = None, epoch_matches: int | None = EPOCH_MATCHES) -> RefitResult:
+          extra: dict[str, Any] | None = None, epoch_matches: int | None = EPOCH_MATCHES,
+          live_version: str | None = None) -> RefitResult:
     """Fit a candidate on the seed logs and the pool's results, and score it and ``live`` on ``holdout_logs``.
 
     Args:
@@ -147,6 +168,8 @@ def refit(seed_logs: list[Path], train_logs: list[Path], holdout_logs: list[Path
             see :func:`read_logs`); the newest ``max_results`` of them are trained on.
         holdout_logs: the pool's held-out results (the learner's too), never trained on.
         live: the model serving now.
+        live_version: its version: the held-out results of its own exploit matches do not judge (see
+            :func:`judging`).
         epoch_matches: matches per epoch at most (:data:`EPOCH_MATCHES`).
     Raises:
         InvalidInput: a bad log, too few matches, or a log whose teams or features differ from ``live``.
@@ -189,5 +212,10 @@ def refit(seed_logs: list[Path], train_logs: list[Path], holdout_logs: list[Path
     for key in ("date", "seconds"):
         model_json.get("training", {}).pop(key, None)
     candidate = parse_engagement(model_json)
-    return RefitResult(model_json, mse(candidate, hold_data), mse(live, hold_data), data.matches, hold_data.matches,
+    judge = hold_data
+    if live_version is not None:
+        rows, keep = judging(hold, live_version)
+        if rows == hold_data.matches:  # else a log changed under the fit: every result judges
+            judge = hold_data.take(keep)
+    return RefitResult(model_json, mse(candidate, judge), mse(live, judge), data.matches, judge.matches,
                        time.perf_counter() - t0)
