@@ -15,7 +15,8 @@ arrived, or sooner while the pool is young (:meth:`PoolLearner.due`), and the po
 ``max_results``) are fitted by :func:`mgmatch.pipeline.refit.refit` (torch, one thread), in the
 calling thread (the replay, the ``learner`` worker) or in a child process (``serve``: the fit never
 holds the solving threads' GIL). The candidate goes live only if its mean squared error on the
-held-out results is at most the live model's × (1 + ``tolerance``); otherwise it is logged and
+held-out results (but those of the live version's own exploit matches, which the live model
+overrates: :func:`mgmatch.pipeline.refit.judging`) is at most the live model's × (1 + ``tolerance``); otherwise it is logged and
 counted (``mgmatch_learning_refits_total{outcome="rejected"}``), as is a refit that fails
 (``outcome="failed"``), and the live model stays. A model that goes live is written as
 ``<sha256>.json`` (temporary file, then rename), then the pointer ``<pool>.live.json`` names it
@@ -24,9 +25,8 @@ version, on every match formed with it, is the first 12 hex digits of its SHA-25
 start model's version is too). Other processes pick up a new pointer within ``interval_s``
 (:meth:`PoolLearner.poll`).
 
-**Rollback** (:meth:`PoolLearner.guard`). The held-out check favours a candidate: the live model's
-exploit matches are where it overrates matches most, and the candidate trained on such matches. A
-candidate's own mistakes show only once it forms matches, so each version's exploit results are
+**Rollback** (:meth:`PoolLearner.guard`). A candidate's own mistakes show only once it forms
+matches (its optimizer goes where it overrates matches), so each version's exploit results are
 counted (from the logs at start-up), and a live version whose mean result trails an earlier
 refit's by more than two standard errors is replaced by the best such version (the same file and
 version again; counted as ``outcome="rollback"``).
@@ -308,9 +308,9 @@ class PoolLearner:
     def guard(self) -> str | None:
         """Roll back a live refit whose own matches do worse than an earlier refit's did.
 
-        The held-out check cannot see this: the live model's exploit matches are where it rates
-        matches highest, so it looks worse there than a candidate trained on them, and the candidate's
-        own mistakes show only once it forms matches. So once the live version has
+        The held-out check cannot see this: the optimizer goes where the new model overrates matches,
+        which no held-out result covers, so its mistakes show only once it forms matches. Once the live
+        version has
         :data:`ROLLBACK_MIN_RESULTS` exploit results, it is compared with every earlier version the
         pool refit (its file in ``dir``) that has as many: if one's mean result is higher by more than
         :data:`ROLLBACK_SE` standard errors of the difference, the best such version goes live again
