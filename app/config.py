@@ -145,7 +145,8 @@ class LearningConfig(_Strict):
                       description="Folder of the learned model versions (<sha256>.json) and of the live pointer "
                                   "(<pool>.live.json), relative to the config's folder.")
     refit_every: Integer = Field(default=200, ge=10, le=1_000_000,
-                                 description="Refit once this many new results arrived since the last refit.")
+                                 description="Refit once this many new results arrived since the last refit (sooner while "
+                                             "the pool is young: once its results grew by half).")
     min_results: Integer = Field(default=100, ge=10, le=1_000_000,
                                  description="No refit before the pool has this many results.")
     max_results: Integer = Field(default=50_000, ge=100, le=10_000_000,
@@ -165,7 +166,8 @@ class LearningConfig(_Strict):
     explore_half_life: Integer = Field(default=1000, ge=1, le=100_000_000,
                                        description="Results after which the explore share above explore_min halves.")
     epochs: Integer = Field(default=300, ge=1, le=1000,
-                            description="Most epochs of a refit (early stopping on; cut to at most 1,500 steps).")
+                            description="Most epochs of a refit (early stopping on; cut to at most 4,000 optimizer "
+                                        "steps, 1,500 from 50,000 training matches on).")
     seed: Integer = Field(default=0, description="Seed of the refits and of the explore draws.")
     interval_s: Number = Field(default=5.0, gt=0, le=86_400,
                                description="How often the learner checks for new results (service).")

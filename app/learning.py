@@ -11,11 +11,12 @@ keeps every result until its retention, so a result not yet appended when a proc
 appended by the next scan.
 
 **Refits** (:meth:`PoolLearner.refit`) run outside the solve path, once ``refit_every`` new results
-arrived (and the pool has ``min_results``): the ``seed_log`` plus the training log (its newest
+arrived, or sooner while the pool is young (:meth:`PoolLearner.due`), and the pool has ``min_results``: the ``seed_log`` plus the training log (its newest
 ``max_results``) are fitted by :func:`mgmatch.pipeline.refit.refit` (torch, one thread), in the
 calling thread (the replay, the ``learner`` worker) or in a child process (``serve``: the fit never
 holds the solving threads' GIL). The candidate goes live only if its mean squared error on the
-held-out results is at most the live model's × (1 + ``tolerance``); otherwise it is logged and
+held-out results (but those of the live version's own exploit matches, which the live model
+overrates: :func:`mgmatch.pipeline.refit.judging`) is at most the live model's × (1 + ``tolerance``); otherwise it is logged and
 counted (``mgmatch_learning_refits_total{outcome="rejected"}``), as is a refit that fails
 (``outcome="failed"``), and the live model stays. A model that goes live is written as
 ``<sha256>.json`` (temporary file, then rename), then the pointer ``<pool>.live.json`` names it
@@ -23,6 +24,12 @@ counted (``mgmatch_learning_refits_total{outcome="rejected"}``), as is a refit t
 version, on every match formed with it, is the first 12 hex digits of its SHA-256 (the pinned
 start model's version is too). Other processes pick up a new pointer within ``interval_s``
 (:meth:`PoolLearner.poll`).
+
+**Rollback** (:meth:`PoolLearner.guard`). A candidate's own mistakes show only once it forms
+matches (its optimizer goes where it overrates matches), so each version's exploit results are
+counted (from the logs at start-up), and a live version whose mean result trails an earlier
+refit's by more than two standard errors is replaced by the best such version (the same file and
+version again; counted as ``outcome="rollback"``).
 
 **Exploration.** Each match of a learning pool is formed by policy ``explore`` with probability ε,
 else ``exploit``; ε starts at ``explore`` and decays toward ``explore_min`` with a half-life of
@@ -45,9 +52,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -68,6 +77,11 @@ from .store import MatchRecord, Store
 log = logging.getLogger("mgmatch.learning")
 
 EXPLORE, EXPLOIT = "explore", "exploit"
+#: a model version is judged by its exploit results once it has this many (and so is the version it is
+#: compared with): see :meth:`PoolLearner.guard`
+ROLLBACK_MIN_RESULTS = 100
+#: standard errors by which a version's mean result must trail an earlier version's for a rollback
+ROLLBACK_SE = 2.0
 #: the method of explore matches (:mod:`mgmatch.solvers.explore`)
 EXPLORE_METHOD = "explore"
 
@@ -101,8 +115,9 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def _repair_log(path: Path) -> set[str]:
-    """Cut a partial last line (a writer killed mid-append) and return the match ids the log holds."""
+def _repair_log(path: Path, on_row: Callable[[dict[str, Any]], None] | None = None) -> set[str]:
+    """Cut a partial last line (a writer killed mid-append) and return the match ids the log holds
+    (``on_row`` sees every line's JSON)."""
     if not path.is_file():
         return set()
     data = path.read_bytes()
@@ -114,9 +129,12 @@ def _repair_log(path: Path) -> set[str]:
     ids = set()
     for line in data.splitlines():
         if line.strip():
-            mid = json.loads(line).get("match_id")
+            row = json.loads(line)
+            mid = row.get("match_id")
             if mid is not None:
                 ids.add(str(mid))
+            if on_row is not None:
+                on_row(row)
     return ids
 
 
@@ -156,7 +174,9 @@ class PoolLearner:
         self._rng = np.random.default_rng(np.random.SeedSequence([self.cfg.seed, 0x6C6561726E]))
         self._pointer_mtime: float | None = None
         self.refits: list[dict[str, Any]] = []  # what each refit did (newest last)
-        self._seen = _repair_log(self.train_log) | _repair_log(self.holdout_log)
+        #: version → [results, sum, sum of squares] of the engagement of its exploit matches
+        self.served: dict[str, list[float]] = {}
+        self._seen = _repair_log(self.train_log, self._count) | _repair_log(self.holdout_log, self._count)
         self.results = len(self._seen)
         self.results_at_refit = self.results
         self.poll()
@@ -257,7 +277,9 @@ class PoolLearner:
                 continue
             # the n-th result of the pool is held out by a seeded draw (match ids carry random claim ids)
             held = bucket(f"{self.cfg.seed}:holdout:{self.results + len(added)}") < self.cfg.holdout_share
-            line = json.dumps(rec.log_line(), allow_nan=False, separators=(",", ":"))
+            row = rec.log_line()
+            self._count(row)
+            line = json.dumps(row, allow_nan=False, separators=(",", ":"))
             lines[self.holdout_log if held else self.train_log].append(line)
             added.append(rec.match_id)
         for path, rows in lines.items():
@@ -271,8 +293,57 @@ class PoolLearner:
         self.results += len(added)
         return len(added)
 
+    def _count(self, row: dict[str, Any]) -> None:
+        version = row.get("model_version")
+        if version is not None and row.get("policy") == EXPLOIT:
+            st = self.served.setdefault(str(version), [0.0, 0.0, 0.0])
+            y = float(row["engagement"])
+            st[0], st[1], st[2] = st[0] + 1, st[1] + y, st[2] + y * y
+
+    def _mean_se(self, version: str) -> tuple[float, float]:
+        n, s1, s2 = self.served[version]
+        mean = s1 / n
+        return mean, math.sqrt(max(s2 / n - mean * mean, 0.0) / (n - 1))
+
+    def guard(self) -> str | None:
+        """Roll back a live refit whose own matches do worse than an earlier refit's did.
+
+        The held-out check cannot see this: the optimizer goes where the new model overrates matches,
+        which no held-out result covers, so its mistakes show only once it forms matches. Once the live
+        version has
+        :data:`ROLLBACK_MIN_RESULTS` exploit results, it is compared with every earlier version the
+        pool refit (its file in ``dir``) that has as many: if one's mean result is higher by more than
+        :data:`ROLLBACK_SE` standard errors of the difference, the best such version goes live again
+        (logged, counted as ``outcome="rollback"``). Returns the version rolled back to, or None."""
+        live = self.live_version
+        if self.served.get(live, [0])[0] < ROLLBACK_MIN_RESULTS:
+            return None
+        m_live, se_live = self._mean_se(live)
+        best, best_mean = None, -math.inf
+        for version, st in self.served.items():
+            if version == live or st[0] < ROLLBACK_MIN_RESULTS:
+                continue
+            files = [f for f in self.dir.glob(f"{version}*.json") if f.name != self.pointer.name]
+            if not files:
+                continue  # the starting model, or a version whose file is gone
+            m, se = self._mean_se(version)
+            if m - m_live > ROLLBACK_SE * math.sqrt(se * se + se_live * se_live) and m > best_mean:
+                best, best_mean = files[0], m
+        if best is None:
+            return None
+        back = self.install(json.loads(best.read_bytes()), {"rollback_from": live, "results": self.results})
+        metrics.LEARNING_REFITS.labels(self.name, "rollback").inc()
+        log.warning("pool %s: model %s rolled back to %s: its matches' mean engagement %.4g against %.4g",
+                    self.name, live, back, m_live, best_mean)
+        self.refits.append({"results": self.results, "outcome": "rollback", "from": live, "version": back})
+        return back
+
     def due(self) -> bool:
-        return self.results >= self.cfg.min_results and self.results - self.results_at_refit >= self.cfg.refit_every
+        """A refit is due once the pool has ``min_results`` and then every ``refit_every`` new results, or
+        sooner while the pool is young: once its results grew by half since the last refit (at 100, 150,
+        225, … with the defaults), so the starting model, fitted on the seed log only, serves briefly."""
+        new = self.results - self.results_at_refit
+        return self.results >= self.cfg.min_results and new >= min(self.cfg.refit_every, self.results_at_refit // 2)
 
     # ------------------------------------------------------------------ refits
 
@@ -286,7 +357,7 @@ class PoolLearner:
             return "waiting"
         live = self.engagement.get(self.model_name)
         kw = {"epochs": self.cfg.epochs, "seed": self.cfg.seed + len(self.refits),
-              "max_results": self.cfg.max_results, "name": self.model_name}
+              "max_results": self.cfg.max_results, "name": self.model_name, "live_version": self.live_version}
         seed_logs = [Path(self.cfg.seed_log)] if self.cfg.seed_log is not None else []
         t0 = time.perf_counter()
         try:
@@ -370,6 +441,7 @@ class Learning:
             if store is not None:
                 learner.scan(store)
             learner.flush()
+            learner.guard()
             if learner.due():
                 out[name] = learner.refit(executor)
         return out

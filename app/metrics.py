@@ -76,7 +76,8 @@ MATCH_RESULTS = Counter("mgmatch_matches_results_total",
                         "or past its retention).", ["pool", "outcome"], registry=REGISTRY)
 LEARNING_REFITS = Counter("mgmatch_learning_refits_total",
                           "Refits of a learning pool's model by outcome (live, rejected: held-out results predicted "
-                          "worse than by the live model, failed, waiting: too few held-out results).",
+                          "worse than by the live model, failed, waiting: too few held-out results; rollback: a live refit's "
+                          "matches did worse than an earlier refit's, which went live again).",
                           ["pool", "outcome"], registry=REGISTRY)
 LEARNING_REFIT_SECONDS = Histogram("mgmatch_learning_refit_duration_seconds", "Wall time of one refit (fit and check).",
                                    ["pool"], buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600), registry=REGISTRY)

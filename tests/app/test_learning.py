@@ -244,3 +244,50 @@ def test_a_refit_in_the_child_process_goes_live_as_inline(tmp_path):
     finally:
         executor.shutdown()
     assert lp.changed and (lp.dir / f"{json.loads(lp.pointer.read_text())['sha256']}.json").is_file()
+
+
+def _served(lp: PoolLearner, version: str, ys: np.ndarray, start: int) -> None:
+    from dataclasses import replace
+
+    feats = np.zeros((2, 2, F))
+    for k, y in enumerate(ys):
+        lp.on_result(replace(record(start + k, feats, float(y)), model_version=version))
+    lp.flush()
+
+
+def test_a_live_refit_whose_matches_do_worse_is_rolled_back_to_the_better_earlier_one(tmp_path):
+    from mgmatch.app.learning import ROLLBACK_MIN_RESULTS
+
+    cfg = load(tmp_path, pool_config(tmp_path, linear_model([0.0, 0.0, 0.0])))
+    lp = learner_for(cfg)
+    good = lp.install(linear_model([1.0, 0.0, 0.0]), {})
+    bad = lp.install(linear_model([0.0, 1.0, 0.0]), {})
+    rng = np.random.default_rng(0)
+    n = ROLLBACK_MIN_RESULTS
+    _served(lp, good, 2.0 + 0.3 * rng.normal(size=n), 0)
+    _served(lp, bad, 1.98 + 0.3 * rng.normal(size=n - 1), n)
+    assert lp.guard() is None                      # the live version has too few results to judge
+    _served(lp, bad, 1.98 + 0.3 * rng.normal(size=1), 2 * n)
+    assert lp.guard() is None                      # 0.02 apart: within two standard errors (about 0.085)
+    before = metrics.LEARNING_REFITS.labels("skirmish", "rollback")._value.get()
+    _served(lp, bad, 1.0 + 0.3 * rng.normal(size=n), 3 * n)
+    assert lp.guard() == good
+    assert lp.live_version == good and lp.engagement.version("skirmish") == good
+    assert json.loads(lp.pointer.read_text())["version"] == good
+    assert metrics.LEARNING_REFITS.labels("skirmish", "rollback")._value.get() == before + 1
+    assert lp.refits[-1] == {"results": lp.results, "outcome": "rollback", "from": bad, "version": good}
+    assert lp.guard() is None                      # the version rolled back to is not judged against itself
+    # a restart counts the same results from the logs (explore results and other versions apart)
+    again = learner_for(load(tmp_path, pool_config(tmp_path, linear_model([0.0, 0.0, 0.0]))))
+    assert again.live_version == good
+    assert again.served[bad][0] == 2 * n and again.served[good][0] == n
+
+
+def test_the_starting_model_is_never_a_rollback_target(tmp_path):
+    cfg = load(tmp_path, pool_config(tmp_path, linear_model([0.0, 0.0, 0.0])))
+    lp = learner_for(cfg)
+    start = lp.live_version
+    _served(lp, start, np.full(200, 3.0), 0)
+    live = lp.install(linear_model([1.0, 0.0, 0.0]), {})
+    _served(lp, live, np.full(200, 1.0) + np.linspace(0, 0.1, 200), 200)
+    assert lp.guard() is None and lp.live_version == live
