@@ -81,6 +81,10 @@ def passed(r: dict) -> bool:
             and r.get("twin_double_live", 0) == 0 and r.get("twin_wrong_answer", 0) == 0)
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 @bench_app.command("chaos", help="Kill workers and Redis, FLUSHALL, while ingesting tickets over HTTP: lost, "
                                  "double-booked, 5xx, players matched per second, wait p50/p99.")
 def bench_chaos_cmd(
@@ -133,14 +137,18 @@ def bench_chaos_cmd(
     if json_file is not None and not json_file.parent.is_dir():
         fail(f"--json: no directory {json_file.parent}")
     say = (lambda m: sys.stderr.write(f"chaos: {m}\n")) if verbose else None
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM cleans up like Ctrl-C
+    # Ctrl-C and SIGTERM raise KeyboardInterrupt wherever the run is, and its clean-up stops what it started:
+    # with Python's own handler in place, asyncio.run would turn Ctrl-C into a cancellation of the run's main
+    # task, which its coroutines absorbed (the run went on to the end and exited 0)
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         report = run_chaos(plan, say)
     except ChaosError as err:
         sys.stderr.write(f"mgmatch: bench chaos: {str(err).splitlines()[0]}\n")
         raise typer.Exit(1) from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if json_file is not None:
         try:
             json_file.write_text(json.dumps(report, indent=1, allow_nan=False))
