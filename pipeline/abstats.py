@@ -61,7 +61,6 @@ def _stats():
     return stats
 
 
-
 @dataclass(frozen=True)
 class Moments:
     """The sufficient statistics of one arm's results: count, mean and sum of squared deviations (M2)."""

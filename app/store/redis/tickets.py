@@ -74,15 +74,16 @@ class RedisTickets(RedisCore, TicketStore):
         dead: dict[tuple[str, str], str] = {}  # (ticket, player) → a holder found no longer live
         refused: dict[str, Conflict] = {}
         prevs: dict[int, str] = {}
+        replayed: set[str] = set()  # ids of the tickets whose idempotency key was replayed (read in round 0)
         slots = [(t, i, p["id"]) for t in tickets for i, p in enumerate(t.players)]
         for rnd in range(_LOCK_ROUNDS):
             lock = ("script", "player_lock", [self._lock_kv(t, pid, dead.get((t.id, pid), "")) for t, _, pid in slots])
             if rnd == 0 and idem:
                 got, replies = yield ("batch", [("get", list(idem.values())), lock])
                 prevs = {j: prev for j, prev in zip(idem, got, strict=True) if prev}
+                replayed = {tickets[j].id for j in prevs}
             else:
                 replies = yield lock
-            replayed = {tickets[j].id for j in prevs}
             contested = [(t, i, pid, h) for (t, i, pid), h in zip(slots, replies, strict=True)
                          if h and t.id not in replayed]
             holders = sorted({h for *_, h in contested if h not in in_batch and self._live_kv(h) is not None})
@@ -102,7 +103,6 @@ class RedisTickets(RedisCore, TicketStore):
                 break
         for t, i, pid in slots:  # still contested after every round: creates of this player keep racing
             refused.setdefault(t.id, PlayerBusy(i, pid, None))
-        replayed = {tickets[j].id for j in prevs}
         back = [kv for t in tickets if t.id in refused or t.id in replayed for kv in self._unlock_kvs(t)]
         return refused, prevs, back
 
