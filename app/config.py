@@ -144,7 +144,7 @@ class LearningConfig(_Strict):
     dir: Path = Field(default=Path("learned"),
                       description="Folder of the learned model versions (<sha256>.json) and of the live pointer "
                                   "(<pool>.live.json), relative to the config's folder.")
-    refit_every: Integer = Field(default=200, ge=10, le=1_000_000,
+    refit_every: Integer = Field(default=100, ge=10, le=1_000_000,
                                  description="Refit once this many new results arrived since the last refit (sooner while "
                                              "the pool is young: once its results grew by half).")
     min_results: Integer = Field(default=100, ge=10, le=1_000_000,
@@ -159,12 +159,16 @@ class LearningConfig(_Strict):
                                  description="A refit is checked on at least this many unseen results, else it waits.")
     tolerance: Number = Field(default=0.0, ge=0, le=1,
                               description="A refit goes live when its held-out MSE ≤ the live model's × (1 + tolerance).")
-    explore: Number = Field(default=0.2, ge=0, le=1,
+    explore: Number = Field(default=0.05, ge=0, le=1,
                             description="Share of matches formed to learn (policy explore) while the pool is new.")
-    explore_min: Number = Field(default=0.05, ge=0, le=1,
+    explore_min: Number = Field(default=0.01, ge=0, le=1,
                                 description="The explore share never decays below this.")
     explore_half_life: Integer = Field(default=1000, ge=1, le=100_000_000,
                                        description="Results after which the explore share above explore_min halves.")
+    explorers: Integer = Field(default=0, ge=0, le=16,
+                               description="Explorer models trained beside each refit (each a lineage on a bootstrap of the "
+                                           "data); explore matches are formed by one of them drawn at random (Thompson "
+                                           "sampling). 0: explore matches are random draws.")
     epochs: Integer = Field(default=300, ge=1, le=1000,
                             description="Most epochs of a refit (early stopping on; cut to at most 4,000 optimizer "
                                         "steps, 1,500 from 50,000 training matches on).")

@@ -11,19 +11,20 @@ keeps every result until its retention, so a result not yet appended when a proc
 appended by the next scan.
 
 **Refits** (:meth:`PoolLearner.refit`) run outside the solve path, once ``refit_every`` new results
-arrived, or sooner while the pool is young (:meth:`PoolLearner.due`), and the pool has ``min_results``: the ``seed_log`` plus the training log (its newest
-``max_results``) are fitted by :func:`mgmatch.pipeline.refit.refit` (torch, one thread), in the
-calling thread (the replay, the ``learner`` worker) or in a child process (``serve``: the fit never
-holds the solving threads' GIL). The candidate goes live only if its mean squared error on the
-held-out results (but those of the live version's own exploit matches, which the live model
-overrates: :func:`mgmatch.pipeline.refit.judging`) is at most the live model's × (1 + ``tolerance``); otherwise it is logged and
-counted (``mgmatch_learning_refits_total{outcome="rejected"}``), as is a refit that fails
+arrived, or sooner while the pool is young (:meth:`PoolLearner.due`), and the pool has ``min_results``:
+the live model goes on training (a warm start: :mod:`mgmatch.pipeline.refit` says why) on the
+``seed_log`` plus the training log (its newest ``max_results``), by
+:func:`mgmatch.pipeline.refit.refit` (torch, one thread), in the calling thread (the replay, the
+``learner`` worker) or in a child process (``serve``: the fit never holds the solving threads' GIL).
+The candidate goes live only if its mean squared error on the held-out results is at most the live
+model's × (1 + ``tolerance``); otherwise it is logged and counted
+(``mgmatch_learning_refits_total{outcome="rejected"}``), as is a refit that fails
 (``outcome="failed"``), and the live model stays. A model that goes live is written as
-``<sha256>.json`` (temporary file, then rename), then the pointer ``<pool>.live.json`` names it
-(also renamed into place): a process killed at any point leaves the last good model live. Its
-version, on every match formed with it, is the first 12 hex digits of its SHA-256 (the pinned
-start model's version is too). Other processes pick up a new pointer within ``interval_s``
-(:meth:`PoolLearner.poll`).
+``<sha256>.json`` (temporary file, then rename), its explorers (below) first, then the pointer
+``<pool>.live.json`` names it (also renamed into place): a process killed at any point leaves the last
+good model live. Its version, on every match formed with it, is the first 12 hex digits of its
+SHA-256 (the pinned start model's version is too). Other processes pick up a new pointer within
+``interval_s`` (:meth:`PoolLearner.poll`).
 
 **Rollback** (:meth:`PoolLearner.guard`). A candidate's own mistakes show only once it forms
 matches (its optimizer goes where it overrates matches), so each version's exploit results are
@@ -33,10 +34,15 @@ version again; counted as ``outcome="rollback"``).
 
 **Exploration.** Each match of a learning pool is formed by policy ``explore`` with probability ε,
 else ``exploit``; ε starts at ``explore`` and decays toward ``explore_min`` with a half-life of
-``explore_half_life`` results (a new pool explores most). ``explore`` runs method ``explore`` (the
-model's best of a few rule-aware random matches: :mod:`mgmatch.solvers.explore`); ``exploit`` runs
-the pool's method. The draw is seeded (``seed``), so a replay is reproducible. The record says
-``policy`` and ``propensity`` (the policy's probability).
+``explore_half_life`` results (a new pool explores most). An explore match runs method ``explore``
+(the model's best of a few rule-aware random matches: :mod:`mgmatch.solvers.explore`). With
+``explorers`` N, every refit also trains N models, each a lineage of its own on a bootstrap sample of
+the data (jittered off the live model at first); the live model's ``training.explorers`` lists their
+files (by SHA-256), they are served as ``<model>#<k>``, and an explore match runs the pool's method
+on one of them drawn at random (Thompson sampling: the ensemble's spread stands in for the model's
+uncertainty). docs/guides/learning.md says what each costs and bought. The draws are seeded
+(``seed``), so a replay is reproducible. The record says ``policy`` and ``propensity`` (the policy's
+probability).
 
 **The predictor.** A solution predictor (``mgmatch``, ``bgcn``) is trained on labels of the
 starting model; once a refit goes live it predicts the optimum of a model that no longer serves.
@@ -150,8 +156,9 @@ def _fit_job(seed_logs: list[str], train: list[str], holdout: list[str], live_js
     """A refit in a child process: plain data in, plain data out."""
     from mgmatch.pipeline.refit import refit
 
+    explorers = [parse_engagement(m) for m in kw.pop("live_explorers", None) or []]
     res = refit([Path(p) for p in seed_logs], [Path(p) for p in train], [Path(p) for p in holdout],
-                parse_engagement(live_json), **kw)
+                parse_engagement(live_json), live_explorers=explorers or None, **kw)
     return res.__dict__
 
 
@@ -173,6 +180,9 @@ class PoolLearner:
         self._pending: list[MatchRecord] = []
         self._rng = np.random.default_rng(np.random.SeedSequence([self.cfg.seed, 0x6C6561726E]))
         self._pointer_mtime: float | None = None
+        #: the live explorers (hub names ``<model>#<k>``) and their models (see the module doc)
+        self.explorers: list[str] = []
+        self._explorer_models: list[EngagementModel] = []
         self.refits: list[dict[str, Any]] = []  # what each refit did (newest last)
         #: version → [results, sum, sum of squares] of the engagement of its exploit matches
         self.served: dict[str, list[float]] = {}
@@ -202,6 +212,12 @@ class PoolLearner:
             u = float(self._rng.random())
             seed = int(self._rng.integers(2**31))
         if u < eps:
+            explorers = self.explorers
+            if explorers:  # Thompson sampling: the pool's method on one of the explorers, drawn at random
+                with self._lock:
+                    k = int(self._rng.integers(len(explorers)))
+                d = self.exploit(replace(plan, engagement_model=explorers[k]), eps, seed)
+                return Decision(d.plan, EXPLORE, eps, seed)
             return Decision(replace(plan, method=EXPLORE_METHOD), EXPLORE, eps, seed)
         return self.exploit(plan, eps, seed)
 
@@ -235,9 +251,36 @@ class PoolLearner:
         if (model.teams, model.feature_dim) != (self.pool.teams, self.pool.feature_dim or model.feature_dim):
             log.error("pool %s: live model %s does not fit the pool", self.name, info.get("file"))
             return False
-        self.engagement.replace(self.model_name, model)
-        self.live_version = version_of(digest)
+        explorers = self._load_explorers(model)
+        if explorers is None:
+            return False
+        self._serve(model, explorers)
         return True
+
+    def _load_explorers(self, model: EngagementModel) -> list[EngagementModel] | None:
+        """The explorers a live model names (``training.explorers``: their SHA-256s, files in ``dir``), each
+        checked; [] for a model that names none, None (logged) when one is missing or does not check out."""
+        shas = (model.training or {}).get("explorers") or []
+        out = []
+        for sha in shas:
+            path = self.dir / f"{sha}.json"
+            try:
+                body = path.read_bytes()
+                if hashlib.sha256(body).hexdigest() != sha:
+                    raise ValueError(f"{path}: SHA-256 does not match its name")
+                out.append(self._with_version(parse_engagement(json.loads(body)), sha))
+            except (OSError, ValueError, InvalidInput) as err:
+                log.error("pool %s: explorer %s not used (the live model stays): %s", self.name, path, err)
+                return None
+        return out
+
+    def _serve(self, model: EngagementModel, explorers: list[EngagementModel]) -> None:
+        names = [f"{self.model_name}#{k}" for k in range(len(explorers))]
+        for n, m in zip(names, explorers, strict=True):
+            self.engagement.replace(n, m)
+        self.engagement.replace(self.model_name, model)
+        self.explorers, self._explorer_models = names, explorers
+        self.live_version = version_of(model.file_sha256 or "")
 
     def _with_version(self, model: EngagementModel, digest: str) -> EngagementModel:
         model = model.model_copy(update={"name": self.model_name,
@@ -357,17 +400,19 @@ class PoolLearner:
             return "waiting"
         live = self.engagement.get(self.model_name)
         kw = {"epochs": self.cfg.epochs, "seed": self.cfg.seed + len(self.refits),
-              "max_results": self.cfg.max_results, "name": self.model_name, "live_version": self.live_version}
+              "max_results": self.cfg.max_results, "name": self.model_name, "explorers": self.cfg.explorers}
         seed_logs = [Path(self.cfg.seed_log)] if self.cfg.seed_log is not None else []
         t0 = time.perf_counter()
         try:
             if executor is None:
                 from mgmatch.pipeline.refit import refit
 
-                res = refit(seed_logs, [self.train_log], [self.holdout_log], live, **kw).__dict__
+                res = refit(seed_logs, [self.train_log], [self.holdout_log], live,
+                            live_explorers=self._explorer_models or None, **kw).__dict__
             else:
                 res = executor.submit(_fit_job, [str(p) for p in seed_logs], [str(self.train_log)],
-                                      [str(self.holdout_log)], live.to_json(), kw).result()
+                                      [str(self.holdout_log)], live.to_json(),
+                                      {**kw, "live_explorers": [m.to_json() for m in self._explorer_models]}).result()
         except Exception as err:  # noqa: BLE001 - a failed refit is logged and counted, never fatal
             metrics.LEARNING_REFITS.labels(self.name, "failed").inc()
             log.error("pool %s: refit failed (the live model stays): %s: %s", self.name, type(err).__name__, err)
@@ -384,22 +429,33 @@ class PoolLearner:
                         self.name, cand, cur, res["holdout_matches"])
             self.refits.append({**entry, "outcome": "rejected"})
             return "rejected"
-        self.install(res["model"], {"candidate_mse": cand, "live_mse": cur, "results": self.results})
+        self.install(res["model"], {"candidate_mse": cand, "live_mse": cur, "results": self.results},
+                     res.get("explorers"))
         metrics.LEARNING_REFITS.labels(self.name, "live").inc()
         log.info("pool %s: model %s live: held-out MSE %.5g (was %.5g)", self.name, self.live_version, cand, cur)
         self.refits.append({**entry, "outcome": "live", "version": self.live_version})
         return "live"
 
-    def install(self, model_json: dict, info: dict[str, Any]) -> str:
-        """Write a model version and point the pool at it (each step a rename), then serve it; returns its version."""
+    def install(self, model_json: dict, info: dict[str, Any], explorers: list[dict] | None = None) -> str:
+        """Write a model version (its explorers first, each a file named by its SHA-256, which the model's
+        ``training.explorers`` lists) and point the pool at it (each step a rename), then serve it;
+        returns its version."""
+        if explorers:
+            shas = []
+            for m in explorers:
+                mb = (json.dumps(m, allow_nan=False) + "\n").encode()
+                sha = hashlib.sha256(mb).hexdigest()
+                _atomic_write(self.dir / f"{sha}.json", mb)
+                shas.append(sha)
+            model_json = {**model_json, "training": {**(model_json.get("training") or {}), "explorers": shas}}
         body = (json.dumps(model_json, allow_nan=False) + "\n").encode()
         digest = hashlib.sha256(body).hexdigest()
         _atomic_write(self.dir / f"{digest}.json", body)
         pointer = {"pool": self.name, "file": f"{digest}.json", "sha256": digest, "version": version_of(digest),
                    "previous": self.live_version, "at": time.time(), **info}
         _atomic_write(self.pointer, (json.dumps(pointer, allow_nan=False) + "\n").encode())
-        self.engagement.replace(self.model_name, self._with_version(parse_engagement(model_json), digest))
-        self.live_version = version_of(digest)
+        model = self._with_version(parse_engagement(model_json), digest)
+        self._serve(model, self._load_explorers(model) or [])
         self._pointer_mtime = self.pointer.stat().st_mtime
         return self.live_version
 

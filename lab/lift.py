@@ -220,7 +220,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.set_xlabel("matches formed")
     ax.set_ylabel(f"true engagement (mean per window of {W}, ±2 SE)")
     cap = result.get("lift_capture_learning")
-    ax.set_title(f"world {result['world']}: lift capture {cap:.2f}" if cap is not None else f"world {result['world']}")
+    name = f"world {result['world']}, seed {result['seed']}"
+    ax.set_title(f"{name}: lift capture {cap:.2f}" if cap is not None else name)
     ax.legend()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -239,8 +240,8 @@ def page(results: list[dict[str, Any]], command: str) -> str:
              "Lift capture = (learning − skill) / (truth − skill) over the last half of the stream. Safe: "
              "after the first window, no learning window below the skill window by more than 2 standard "
              "errors. Timings come from a shared 2-core machine and are noisy.", "",
-             "| world | matches | skill | fitted | learning | truth | lift capture (learning) | capture (fitted once) | safe | explore share | refits live / run |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| world | seed | matches | skill | fitted | learning | truth | lift capture (learning) | capture (fitted once) | safe | explore share | refits live / run |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         last = r["last_half_true_engagement"]
         refits = r["arms"].get("learning", {}).get("refits", [])
@@ -248,15 +249,27 @@ def page(results: list[dict[str, Any]], command: str) -> str:
         def fmt(v: Any, spec: str = "{:.3f}") -> str:
             return "—" if v is None else spec.format(v)
 
-        lines.append(f"| {r['world']} | {r['matches']} | {fmt(last.get('skill'))} | {fmt(last.get('fitted'))} | "
+        lines.append(f"| {r['world']} | {r['seed']} | {r['matches']} | {fmt(last.get('skill'))} | {fmt(last.get('fitted'))} | "
                      f"{fmt(last.get('learning'))} | {fmt(last.get('truth'))} | "
                      f"{fmt(r.get('lift_capture_learning'), '{:.2f}')} | {fmt(r.get('lift_capture_fitted'), '{:.2f}')} | "
                      f"{'yes' if r.get('safety', {}).get('safe') else 'no'} | "
                      f"{fmt(r['arms'].get('learning', {}).get('explore_share'), '{:.1%}')} | "
                      f"{sum(1 for f in refits if f.get('outcome') == 'live')} / {len(refits)} |")
+    worlds = list(dict.fromkeys(r["world"] for r in results))
+    if len(results) > len(worlds):  # several seeds: each world's mean over its runs
+        lines += ["", "| world | runs | mean lift capture (learning) | min | max | runs safe |", "|---|---|---|---|---|---|"]
+        for w in worlds:
+            caps = [r.get("lift_capture_learning") for r in results if r["world"] == w]
+            caps = [c for c in caps if c is not None]
+            safe = sum(1 for r in results if r["world"] == w and r.get("safety", {}).get("safe"))
+            n = sum(1 for r in results if r["world"] == w)
+            if caps:
+                lines.append(f"| {w} | {n} | **{np.mean(caps):.2f}** | {min(caps):.2f} | {max(caps):.2f} | {safe} / {n} |")
     lines.append("")
     for r in results:
-        lines += [f"## {r['world']}", "", f"![true engagement per window, {r['world']}](lift-{r['world']}.png)", "",
+        stem = r.get("stem", r["world"])
+        title = f"{r['world']}, seed {r['seed']}" if stem != r["world"] else r["world"]
+        lines += [f"## {title}", "", f"![true engagement per window, {title}](lift-{stem}.png)", "",
                   f"Starting model: held-out R² {r['starting_model']['holdout_r2']} on the skill-based history "
                   f"({r['history']['matches']} matches). Wall time {r['seconds']} s.", ""]
     return "\n".join(lines) + "\n"

@@ -222,7 +222,9 @@ def fit_log(logs: list[str | Path], cfg: LogFitConfig, *, holdout_logs: list[str
 
 def fit_data(data: MatchData, cfg: LogFitConfig, *, hold_data: MatchData | None = None, command: str = "",
              progress: bool = False, extra: dict[str, Any] | None = None, logs: list[str] | None = None,
-             holdout_split: str | None = None, t0: float | None = None, t_read: float = 0.0) -> FitResult:
+             holdout_split: str | None = None, t0: float | None = None, t_read: float = 0.0,
+             split: tuple[np.ndarray, np.ndarray] | None = None,
+             init: EngagementNet | None = None) -> FitResult:
     """Fit the engagement network on matches already in arrays (what :func:`fit_log` does after reading).
 
     Args:
@@ -230,10 +232,15 @@ def fit_data(data: MatchData, cfg: LogFitConfig, *, hold_data: MatchData | None 
         cfg: split, early stopping, optimizer and architecture.
         hold_data: separate held-out matches (then nothing of ``data`` is held out).
         command, logs, holdout_split, extra: what the ``training`` record says.
+        split: (training, validation) match indexes in place of the seeded split; a training index
+            may repeat (that match then weighs as many times).
+        init: a network to go on training (a warm start; its normalization stays) instead of a new one.
     """
     _check_log_cfg(cfg)
     t0 = time.perf_counter() if t0 is None else t0
     train_idx, val_idx, hold_idx = _split(data.matches, cfg, hold_data is not None)
+    if split is not None:
+        train_idx, val_idx = split
     if hold_data is None:
         hold_data = data
     else:
@@ -242,7 +249,7 @@ def fit_data(data: MatchData, cfg: LogFitConfig, *, hold_data: MatchData | None 
     threads_before = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     try:
-        net, fit_info = _train(data, train_idx, val_idx, cfg, progress)
+        net, fit_info = _train(data, train_idx, val_idx, cfg, progress, init=init)
     finally:
         torch.set_num_threads(threads_before)
     t_train = time.perf_counter() - t0 - t_read
@@ -290,14 +297,17 @@ def _short(m: dict[str, float]) -> dict[str, float]:
 
 
 def _train(data: MatchData, train_idx: np.ndarray, val_idx: np.ndarray, cfg: LogFitConfig,
-           progress: bool) -> tuple[EngagementNet, dict[str, Any]]:
+           progress: bool, init: EngagementNet | None = None) -> tuple[EngagementNet, dict[str, Any]]:
     torch.manual_seed(cfg.seed)
-    mean, std = data.feature_stats(train_idx)
-    std[std < 1e-6] = 1.0
-    y_train = data.y[train_idx]
-    t_scale = float(y_train.std()) or 1.0
-    net = EngagementNet(data.feature_dim, data.teams, cfg.player_hidden, cfg.embed_dim, cfg.head_hidden,
-                        mean, std, float(y_train.mean()), t_scale, team_hidden=cfg.team_hidden, team_pool=cfg.team_pool)
+    if init is not None:
+        net = init
+    else:
+        mean, std = data.feature_stats(np.unique(train_idx))
+        std[std < 1e-6] = 1.0
+        y_train = data.y[train_idx]
+        t_scale = float(y_train.std()) or 1.0
+        net = EngagementNet(data.feature_dim, data.teams, cfg.player_hidden, cfg.embed_dim, cfg.head_hidden,
+                            mean, std, float(y_train.mean()), t_scale, team_hidden=cfg.team_hidden, team_pool=cfg.team_pool)
     y = torch.as_tensor(((data.y - net.target_mean) / net.target_scale).astype(np.float32))
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     per_epoch = len(train_idx) if cfg.epoch_matches is None else min(len(train_idx), cfg.epoch_matches)

@@ -291,3 +291,34 @@ def test_the_starting_model_is_never_a_rollback_target(tmp_path):
     live = lp.install(linear_model([1.0, 0.0, 0.0]), {})
     _served(lp, live, np.full(200, 1.0) + np.linspace(0, 0.1, 200), 200)
     assert lp.guard() is None and lp.live_version == live
+
+
+@pytest.mark.slow
+def test_explore_matches_are_thompson_draws_over_the_live_explorers(tmp_path):
+    truth = linear_model([1.0, -0.5, 0.25], 0.3)
+    obj = pool_config(tmp_path, linear_model([0.0, 0.0, 0.0]), epochs=20, explore=1.0, explore_min=1.0, explorers=2)
+    lp = learner_for(load(tmp_path, obj))
+    plan = plan_for(lp.pool, None)
+    assert {lp.decide(plan).plan.method for _ in range(20)} == {"explore"}   # no explorers yet: random draws
+    feed(lp, 300, truth)
+    assert lp.refit() == "live", lp.refits
+    shas = json.loads((lp.dir / json.loads(lp.pointer.read_text())["file"]).read_text())["training"]["explorers"]
+    assert len(shas) == 2 and all((lp.dir / f"{s}.json").is_file() for s in shas)
+    assert lp.explorers == ["skirmish#0", "skirmish#1"]
+    draws = [lp.decide(plan) for _ in range(200)]
+    assert {d.plan.engagement_model for d in draws} == set(lp.explorers)
+    assert {d.plan.method for d in draws} == {"surrogate"} and {d.policy for d in draws} == {EXPLORE}
+    assert lp.engagement.get("skirmish#1").feature_dim == F
+    # a restart serves the same explorers; an explorer file that does not check out keeps the pointer unused
+    again = learner_for(load(tmp_path, obj))
+    assert again.explorers == lp.explorers and again.live_version == lp.live_version
+    (lp.dir / f"{shas[1]}.json").write_text(json.dumps(linear_model([9.0, 0, 0])))
+    third = learner_for(load(tmp_path, obj))
+    assert third.live_version == third.start_version and third.explorers == []
+
+
+def test_zero_explorers_keep_random_explore_draws(tmp_path):
+    cfg = load(tmp_path, pool_config(tmp_path, linear_model([1, 0, 0]), explorers=0))
+    assert cfg.pools[0].learning.explorers == 0
+    with pytest.raises(InvalidInput, match="explorers"):
+        load(tmp_path, pool_config(tmp_path, linear_model([1, 0, 0]), explorers=-1))

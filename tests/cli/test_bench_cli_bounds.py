@@ -76,6 +76,11 @@ CASES = [
     (["ready", "--kill-every-s", "inf"], "--kill-every-s"),
     (["ready", "--kill-every-s", "-1"], "--kill-every-s"),
     (["ready", "--kill-every-s", "2", "--solvers", "99"], "--solvers"),
+    # bench lift: the seeds of a multi-run
+    (["lift", "--seeds", "0,x"], "--seeds"),
+    (["lift", "--seeds", "1,1"], "--seeds"),
+    (["lift", "--seeds", ","], "--seeds"),
+    (["lift", "--seeds", "-1"], "--seeds"),
 ]
 
 

@@ -1,31 +1,66 @@
-"""A learning pool's refit (mgmatch.pipeline.refit): which held-out results judge a candidate."""
+"""A learning pool's refit (mgmatch.pipeline.refit): the lineage, the validation split, the explorers."""
 
 from __future__ import annotations
 
 import json
 
-from mgmatch.pipeline.refit import judging
+import numpy as np
+import pytest
+
+from mgmatch.core.engagement import parse_engagement
+from mgmatch.pipeline import refit as R
+
+F = 3
 
 
-def _log(path, rows):
-    path.write_text("".join(json.dumps({"match_id": f"m{k}", "engagement": 1.0, **r}) + "\n"
-                            for k, r in enumerate(rows)))
+def _model(w, bias=0.0):
+    return {"format": "mgmatch-engagement/v1", "teams": 2, "feature_dim": F,
+            "player_layers": [{"weight": np.eye(F).tolist(), "bias": [0.0] * F}],
+            "head_layers": [{"weight": [list(w) + [-v for v in w]], "bias": [bias]}]}
 
 
-def test_the_live_versions_own_exploit_results_do_not_judge(tmp_path):
-    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    _log(a, [{"model_version": "v1", "policy": "exploit"}] * 15 + [{"model_version": "v2", "policy": "exploit"}] * 3)
-    _log(b, [{"model_version": "v2", "policy": "explore"}] * 10 + [{}] * 10)   # explore and unversioned results judge
-    rows, keep = judging([a, b], "v2")
-    assert rows == 38
-    assert keep.tolist() == list(range(15)) + list(range(18, 38))
-    rows, keep = judging([a, b], "v1")
-    assert keep.tolist() == list(range(15, 38))
+def _log(path, n, truth, seed, start=0):
+    rng = np.random.default_rng(seed)
+    m = parse_engagement(truth)
+    with open(path, "w") as f:
+        for k in range(start, start + n):
+            x = rng.normal(size=(2, 2, F))
+            y = float(m.head(m.embed(x.reshape(-1, F)).reshape(2, 2, -1).sum(1).reshape(-1)))
+            f.write(json.dumps({"match_id": f"m{k}", "teams": [[{"id": f"p{k}{j}{i}", "features": x[j, i].tolist()}
+                                                               for i in range(2)] for j in range(2)],
+                                "engagement": y}) + "\n")
 
 
-def test_every_result_judges_when_too_few_would_remain(tmp_path):
-    a = tmp_path / "a.jsonl"
-    _log(a, [{"model_version": "v2", "policy": "exploit"}] * 30 + [{"model_version": "v1", "policy": "exploit"}] * 5)
-    rows, keep = judging([a], "v2", min_rows=20)
-    assert rows == 35 and keep.tolist() == list(range(35))
-    assert judging([a], "v2", min_rows=5)[1].tolist() == list(range(30, 35))
+def test_validation_is_the_newest_results_once_there_are_enough():
+    val, own, seed = R._split_own(1000, 300, 0)
+    assert val.tolist() == list(range(970, 1000))            # the newest 10% of the pool's 300 results
+    assert own.tolist() == list(range(700, 970)) and seed.tolist() == list(range(700))
+    val, own, seed = R._split_own(1000, R.MIN_OWN_VALIDATION - 1, 0)
+    assert len(val) == 100 and len(seed) == 0                # a seeded tenth of everything
+    assert sorted(val.tolist() + own.tolist()) == list(range(1000))
+    assert R._split_own(1000, 10, 0)[0].tolist() == R._split_own(1000, 10, 0)[0].tolist()
+
+
+@pytest.mark.slow
+def test_a_refit_goes_on_training_the_live_model_and_trains_the_explorers(tmp_path):
+    truth = _model([1.0, -0.5, 0.25], 0.3)
+    _log(tmp_path / "train.jsonl", 300, truth, 1)
+    _log(tmp_path / "hold.jsonl", 60, truth, 2, start=1000)
+    live = parse_engagement(_model([0.9, -0.4, 0.2], 0.25))
+    res = R.refit([], [tmp_path / "train.jsonl"], [tmp_path / "hold.jsonl"], live, epochs=30, seed=3, explorers=2)
+    cand = parse_engagement(res.model)
+    # a warm start keeps the live model's form (here linear) and moves toward the truth
+    assert len(cand.head_layers) == 1 and len(cand.player_layers) == 1
+    assert res.candidate_mse < res.live_mse
+    assert len(res.explorers) == 2
+    ex = [parse_engagement(e) for e in res.explorers]
+    w = [np.asarray(m.head_layers[0].weight) for m in (cand, *ex)]
+    assert not np.allclose(w[1], w[2]) and not np.allclose(w[0], w[1])   # jittered, bootstrapped lineages
+    # the next refit continues each explorer's own lineage; the same inputs give the same models
+    again = R.refit([], [tmp_path / "train.jsonl"], [tmp_path / "hold.jsonl"], live, epochs=30, seed=3, explorers=2)
+    assert again.model == res.model and again.explorers == res.explorers
+    nxt = R.refit([], [tmp_path / "train.jsonl"], [tmp_path / "hold.jsonl"], cand, epochs=2, seed=4, explorers=2,
+                  live_explorers=ex)
+    for old, new in zip(ex, nxt.explorers, strict=True):
+        moved = np.abs(np.asarray(parse_engagement(new).head_layers[0].weight) - np.asarray(old.head_layers[0].weight))
+        assert moved.max() < 0.2   # two epochs on from where it was, not a jitter of the candidate
