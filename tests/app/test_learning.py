@@ -79,7 +79,11 @@ def test_learning_paths_resolve_against_the_config_folder(tmp_path):
     learning = cfg.pools[0].learning
     assert learning.seed_log == tmp_path / "hist.jsonl"
     assert learning.dir == tmp_path / "learned"
-    assert learning.explore == 0.2 and learning.holdout_share == 0.2  # the documented defaults
+    assert (learning.explore, learning.explore_min, learning.explorers) == (0.05, 0.01, 0)
+    from mgmatch.app.config import LearningConfig
+
+    assert LearningConfig().refit_every == 100
+    assert learning.holdout_share == 0.2  # the documented defaults
 
 
 @pytest.mark.parametrize(("key", "value", "field"), [("explore", 1.5, "explore"), ("refit_every", 0, "refit_every"),
