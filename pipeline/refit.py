@@ -7,10 +7,8 @@ refit takes one core), with three choices of its own:
 
 - **A lineage.** The candidate goes on training the live model (a warm start), not a new network.
   An optimizer goes where its model overrates matches, and the pool's results there correct the
-  model one refit at a time; a fresh fit of the same data forgets what those corrections found.
-  Offline, 5v5 world, a pool's 2,300 results plus the seed log: the live model of a warm lineage
-  formed matches of true engagement 1.51 in replay, fresh fits of the same data 1.30–1.37 (five
-  settings: more steps, more weight on the results, no early stopping, an ensemble mean, no seed log).
+  model one refit at a time; a fresh fit of the same data forgets what those corrections found
+  (docs/guides/learning.md).
 - **Validation on the newest results** (:func:`_split_own`): early stopping watches the results that
   arrived last, which no model of the lineage has trained on; older results would favour the live
   model, which trained on them, and stop every refit at once.
