@@ -526,7 +526,9 @@ def test_polishing_and_tabu_locked_out_by_slow_moments_come_back(monkeypatch, hi
     ran = []
     for _ in range(40):
         sol = solver.solve(pr, Budget.of(60))
-        assert sol.has_assignment and sol.time_ms <= 60 + 5
+        # the deadline holds (a stage started against the planted pace would overrun by seconds); the
+        # margin is a loaded machine's scheduling delay, which the fresh-clone CI showed to reach 8 ms
+        assert sol.has_assignment and sol.time_ms <= 60 + 25
         ran.append(sol.stats.get("polish_moves", 0) > 0 or sol.stats.get("tabu_iterations", 0) > 0)
     assert not ran[0]  # locked out at first
     assert all(ran[-5:])  # then measured again, and running
