@@ -114,8 +114,12 @@ def mgmatch_exe() -> str:
     return str(exe)
 
 
-def cli(*args: str, cwd: Path, timeout: float = 120, ok: bool = True) -> subprocess.CompletedProcess:
-    """Run the installed ``mgmatch`` command; with ``ok``, fail on a non-zero exit or a traceback."""
+def cli(*args: str, cwd: Path, timeout: float = 300, ok: bool = True) -> subprocess.CompletedProcess:
+    """Run the installed ``mgmatch`` command; with ``ok``, fail on a non-zero exit or a traceback.
+
+    The timeout catches a hung command, not a slow one: ``make test`` runs the smoke at nice 10 beside
+    pytest, where a command's first run (its imports compiled, its numba kernels built) took up to
+    two minutes on a loaded 2-core machine."""
     env = {**os.environ, "COLUMNS": "4000", "NO_COLOR": "1", "TERM": "dumb", "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([mgmatch_exe(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     if "Traceback" in proc.stderr:
