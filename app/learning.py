@@ -436,21 +436,21 @@ class PoolLearner:
         self.refits.append({**entry, "outcome": "live", "version": self.live_version})
         return "live"
 
+    def _write_model(self, model_json: dict) -> str:
+        """Write a model as ``<sha256>.json`` in ``dir`` (temporary file, then rename); returns its SHA-256."""
+        body = (json.dumps(model_json, allow_nan=False) + "\n").encode()
+        digest = hashlib.sha256(body).hexdigest()
+        _atomic_write(self.dir / f"{digest}.json", body)
+        return digest
+
     def install(self, model_json: dict, info: dict[str, Any], explorers: list[dict] | None = None) -> str:
         """Write a model version (its explorers first, each a file named by its SHA-256, which the model's
         ``training.explorers`` lists) and point the pool at it (each step a rename), then serve it;
         returns its version."""
         if explorers:
-            shas = []
-            for m in explorers:
-                mb = (json.dumps(m, allow_nan=False) + "\n").encode()
-                sha = hashlib.sha256(mb).hexdigest()
-                _atomic_write(self.dir / f"{sha}.json", mb)
-                shas.append(sha)
+            shas = [self._write_model(m) for m in explorers]
             model_json = {**model_json, "training": {**(model_json.get("training") or {}), "explorers": shas}}
-        body = (json.dumps(model_json, allow_nan=False) + "\n").encode()
-        digest = hashlib.sha256(body).hexdigest()
-        _atomic_write(self.dir / f"{digest}.json", body)
+        digest = self._write_model(model_json)
         pointer = {"pool": self.name, "file": f"{digest}.json", "sha256": digest, "version": version_of(digest),
                    "previous": self.live_version, "at": time.time(), **info}
         _atomic_write(self.pointer, (json.dumps(pointer, allow_nan=False) + "\n").encode())
