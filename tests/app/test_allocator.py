@@ -136,7 +136,8 @@ def _checked(tmp_path, live, request, store: str, url: str, retries: int = 1):
     def one_proposal():
         vs = [c.get(f"/v1/tickets/{t}").json() for t in ids]
         same = len({v.get("match", {}).get("match_id") for v in vs}) == 1
-        return vs if same and all(v["status"] == "proposed" for v in vs) else None
+        # "proposed" without "match" is the solver's claim, before the ready check starts
+        return vs if same and all(v["status"] == "proposed" and "match" in v for v in vs) else None
 
     views = poll(one_proposal, timeout=30)
     mid = views[0]["match"]["match_id"]
