@@ -169,6 +169,10 @@ class LearningConfig(_Strict):
                                description="Explorer models trained beside each refit (each a lineage on a bootstrap of the "
                                            "data); explore matches are formed by one of them drawn at random (Thompson "
                                            "sampling). 0: explore matches are random draws.")
+    balance_units: StrictBool = Field(default=True,
+                                      description="The first refit widens the model with a unit per feature's imbalance "
+                                                  "between teams (exactly, the function unchanged), which the refits then "
+                                                  "weigh; false: refits keep the model's shape.")
     epochs: Integer = Field(default=300, ge=1, le=1000,
                             description="Most epochs of a refit (early stopping on; cut to at most 4,000 optimizer "
                                         "steps, 1,500 from 50,000 training matches on).")

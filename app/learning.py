@@ -400,7 +400,8 @@ class PoolLearner:
             return "waiting"
         live = self.engagement.get(self.model_name)
         kw = {"epochs": self.cfg.epochs, "seed": self.cfg.seed + len(self.refits),
-              "max_results": self.cfg.max_results, "name": self.model_name, "explorers": self.cfg.explorers}
+              "max_results": self.cfg.max_results, "name": self.model_name, "explorers": self.cfg.explorers,
+              "balance": self.cfg.balance_units}
         seed_logs = [Path(self.cfg.seed_log)] if self.cfg.seed_log is not None else []
         t0 = time.perf_counter()
         try:

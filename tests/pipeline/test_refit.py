@@ -64,3 +64,42 @@ def test_a_refit_goes_on_training_the_live_model_and_trains_the_explorers(tmp_pa
     for old, new in zip(ex, nxt.explorers, strict=True):
         moved = np.abs(np.asarray(parse_engagement(new).head_layers[0].weight) - np.asarray(old.head_layers[0].weight))
         assert moved.max() < 0.2   # two epochs on from where it was, not a jitter of the candidate
+
+
+def _hidden_model(rng, scale=0.1):
+    """A one-hidden-layer model of small random weights (knows nothing yet)."""
+    return {"format": "mgmatch-engagement/v1", "teams": 2, "feature_dim": F,
+            "player_layers": [{"weight": np.eye(F).tolist(), "bias": [0.0] * F}],
+            "head_layers": [{"weight": (scale * rng.normal(size=(4, 2 * F))).tolist(), "bias": [0.0] * 4},
+                            {"weight": (scale * rng.normal(size=(1, 4))).tolist(), "bias": [0.0]}]}
+
+
+@pytest.mark.slow
+def test_the_first_refit_adds_balance_units_which_learn_what_imbalance_costs(tmp_path):
+    """Engagement falls with the teams' imbalance in feature 0 (|S0_a − S0_b|): the refit that widens the
+    live model with balance units puts the effect on feature 0's units and predicts better than the one
+    that keeps the model's shape."""
+    truth = {"format": "mgmatch-engagement/v1", "teams": 2, "feature_dim": F,
+             "player_layers": [{"weight": np.eye(F).tolist(), "bias": [0.0] * F}],
+             "head_layers": [{"weight": [[1, 0, 0, -1, 0, 0], [-1, 0, 0, 1, 0, 0]], "bias": [0.0, 0.0]},
+                             {"weight": [[-1.0, -1.0]], "bias": [1.0]}]}
+    _log(tmp_path / "train.jsonl", 300, truth, 1)
+    _log(tmp_path / "hold.jsonl", 100, truth, 2, start=1000)
+    live = parse_engagement(_hidden_model(np.random.default_rng(0)))
+    kw = {"epochs": 30, "seed": 3}
+    wide = R.refit([], [tmp_path / "train.jsonl"], [tmp_path / "hold.jsonl"], live, **kw)
+    plain = R.refit([], [tmp_path / "train.jsonl"], [tmp_path / "hold.jsonl"], live, balance=False, **kw)
+    assert wide.model["training"]["balance_units"] == 2 * F and "balance_units" not in plain.model["training"]
+    assert len(parse_engagement(plain.model).head_layers[0].bias) == 4
+    assert wide.candidate_mse < plain.candidate_mse < 0.01 * wide.live_mse
+    # what an imbalance of 1 in feature 0 costs, with the rest balanced: 1 in truth
+    m = parse_engagement(wide.model)
+    base = np.zeros((2, 2, F))
+    off = base.copy()
+    off[0, 0, 0] = 1.0
+    cost = [float(m.head(m.embed(x.reshape(-1, F)).reshape(2, 2, -1).sum(1).reshape(-1))) for x in (base, off)]
+    assert cost[0] - cost[1] == pytest.approx(1.0, abs=0.25)
+    # the lineage is widened once: the next refit keeps its shape and its record
+    nxt = R.refit([], [tmp_path / "train.jsonl"], [tmp_path / "hold.jsonl"], parse_engagement(wide.model), epochs=2, seed=4)
+    assert nxt.model["training"]["balance_units"] == 2 * F
+    assert len(nxt.model["head_layers"][0]["bias"]) == 4 + 2 * F
