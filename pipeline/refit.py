@@ -17,9 +17,7 @@ refit takes one core), with three choices of its own:
 - **Balance units.** The first refit widens the live model (exactly, the function unchanged) with a
   unit for each feature's imbalance between the teams (:mod:`mgmatch.core.balance`), which a network
   fitted on a skill-based log lacks and rarely finds from a pool's noisy results; the lineage keeps
-  them. On examples/5v5 a refit's own matches lost 0.13 of true engagement to the model's overrating
-  of them without these units and 0.07 with them, and learning pools captured 0.85-0.88 of the lift
-  instead of 0.43-0.60 (docs/guides/learning.md).
+  them (docs/guides/learning.md says what they bought on ``bench lift``).
 
 With ``explorers`` the refit also trains the pool's explorers, each a lineage of its own on a
 bootstrap sample of the data, started off the live model with jittered weights; the learner forms

@@ -79,7 +79,7 @@ def test_learning_paths_resolve_against_the_config_folder(tmp_path):
     learning = cfg.pools[0].learning
     assert learning.seed_log == tmp_path / "hist.jsonl"
     assert learning.dir == tmp_path / "learned"
-    assert (learning.explore, learning.explore_min, learning.explorers) == (0.05, 0.01, 0)
+    assert (learning.explore, learning.explore_min, learning.explorers, learning.balance_units) == (0.05, 0.01, 0, True)
     from mgmatch.app.config import LearningConfig
 
     assert LearningConfig().refit_every == 100
@@ -87,7 +87,8 @@ def test_learning_paths_resolve_against_the_config_folder(tmp_path):
 
 
 @pytest.mark.parametrize(("key", "value", "field"), [("explore", 1.5, "explore"), ("refit_every", 0, "refit_every"),
-                                                      ("nonsense", 1, "nonsense"), ("explore_min", 0.5, "explore_min")])
+                                                      ("nonsense", 1, "nonsense"), ("explore_min", 0.5, "explore_min"),
+                                                      ("balance_units", "yes", "balance_units")])
 def test_bad_learning_keys_name_their_field(tmp_path, key, value, field):
     obj = pool_config(tmp_path, linear_model([0, 0, 0]))
     obj["pools"][0]["learning"][key] = value
