@@ -456,7 +456,11 @@ class PoolLearner:
                    "previous": self.live_version, "at": time.time(), **info}
         _atomic_write(self.pointer, (json.dumps(pointer, allow_nan=False) + "\n").encode())
         model = self._with_version(parse_engagement(model_json), digest)
-        self._serve(model, self._load_explorers(model) or [])
+        if explorers:  # the explorers just written, as they are (no second read of their files)
+            served = [self._with_version(parse_engagement(m), sha) for m, sha in zip(explorers, shas, strict=True)]
+        else:  # a rollback: the explorers the model names, read back and checked (none if one is gone, logged)
+            served = self._load_explorers(model) or []
+        self._serve(model, served)
         self._pointer_mtime = self.pointer.stat().st_mtime
         return self.live_version
 
