@@ -232,15 +232,18 @@ def fit_data(data: MatchData, cfg: LogFitConfig, *, hold_data: MatchData | None 
         cfg: split, early stopping, optimizer and architecture.
         hold_data: separate held-out matches (then nothing of ``data`` is held out).
         command, logs, holdout_split, extra: what the ``training`` record says.
-        split: (training, validation) match indexes in place of the seeded split; a training index
-            may repeat (that match then weighs as many times).
+        split: (training, validation) match indexes in place of the seeded split (needs
+            ``hold_data``); a training index may repeat (that match then weighs as many times).
         init: a network to go on training (a warm start; its normalization stays) instead of a new one.
     """
     _check_log_cfg(cfg)
     t0 = time.perf_counter() if t0 is None else t0
-    train_idx, val_idx, hold_idx = _split(data.matches, cfg, hold_data is not None)
     if split is not None:
+        if hold_data is None:  # a seeded holdout drawn from data could overlap the given training indexes
+            raise ValueError("fit_data: split needs hold_data")
         train_idx, val_idx = split
+    else:
+        train_idx, val_idx, hold_idx = _split(data.matches, cfg, hold_data is not None)
     if hold_data is None:
         hold_data = data
     else:

@@ -103,3 +103,14 @@ def test_the_first_refit_adds_balance_units_which_learn_what_imbalance_costs(tmp
     nxt = R.refit([], [tmp_path / "train.jsonl"], [tmp_path / "hold.jsonl"], parse_engagement(wide.model), epochs=2, seed=4)
     assert nxt.model["training"]["balance_units"] == 2 * F
     assert len(nxt.model["head_layers"][0]["bias"]) == 4 + 2 * F
+
+
+def test_a_given_split_needs_separate_held_out_matches(tmp_path):
+    """fit_data with explicit (training, validation) indexes never draws a holdout from the same data."""
+    from mgmatch.pipeline.fit_engagement import LogFitConfig, fit_data
+
+    truth = _model([1.0, -0.5, 0.25], 0.3)
+    _log(tmp_path / "train.jsonl", 40, truth, 1)
+    data = R.read_logs([tmp_path / "train.jsonl"], {tmp_path / "train.jsonl"})
+    with pytest.raises(ValueError, match="hold_data"):
+        fit_data(data, LogFitConfig(epochs=1), split=(np.arange(30), np.arange(30, 40)))
