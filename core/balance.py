@@ -31,16 +31,16 @@ import numpy as np
 MAX_BALANCE_UNITS = 96
 
 
-def balance_units(model: dict[str, Any]) -> int:
-    """How many balance units ``model`` (spec JSON) has (0: never widened)."""
-    return int((model.get("training") or {}).get("balance_units") or 0)
+def balance_units(training: dict[str, Any] | None) -> int:
+    """How many balance units a model has, from its ``training`` record (0: never widened)."""
+    return int((training or {}).get("balance_units") or 0)
 
 
 def add_balance_units(model: dict[str, Any]) -> dict[str, Any] | None:
     """``model`` (spec JSON, dense form) with balance units (see the module doc), computing the same
     function; None when it cannot take them: the set form, a single team, more than
     :data:`MAX_BALANCE_UNITS` units, or already widened."""
-    if balance_units(model) or model.get("team_layers") is not None:
+    if balance_units(model.get("training")) or model.get("team_layers") is not None:
         return None
     F, D = int(model["feature_dim"]), int(model["teams"])
     pairs = list(combinations(range(D), 2))
@@ -90,6 +90,5 @@ def add_balance_units(model: dict[str, Any]) -> dict[str, Any] | None:
             W2[:rows, :cols] = W
             W2[rows:, cols:] = np.eye(n_units)
             head.append({"weight": W2.tolist(), "bias": np.concatenate([b, np.zeros(n_units)]).tolist()})
-    out = {**model, "player_layers": player, "head_layers": head,
-           "training": {**(model.get("training") or {}), "balance_units": n_units}}
-    return out
+    return {**model, "player_layers": player, "head_layers": head,
+            "training": {**(model.get("training") or {}), "balance_units": n_units}}

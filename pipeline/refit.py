@@ -262,10 +262,10 @@ def refit(seed_logs: list[Path], train_logs: list[Path], holdout_logs: list[Path
             own_k = np.sort(rng.choice(own_train, len(own_train))) if len(own_train) else own_train
             seed_k = np.sort(rng.choice(seed_train, len(seed_train))) if len(seed_train) else seed_train
             start = live_explorers[k - 1] if live_explorers and len(live_explorers) == K - 1 else None
-        start_json = (start if start is not None else live).to_json()
-        if balance and (wide := add_balance_units(start_json)) is not None:
-            start_json = wide
-        init = from_engagement_model(parse_engagement(start_json))
+        base = start if start is not None else live
+        if balance and not balance_units(base.training) and (wide := add_balance_units(base.to_json())) is not None:
+            base = parse_engagement(wide)
+        init = from_engagement_model(base)
         if k > 0 and start is None:
             _jitter(init, EXPLORER_JITTER, seed * 7919 + k)
         res = fit_data(data, replace(cfg, seed=seed + 1000 * k), hold_data=hold_data,
@@ -273,8 +273,8 @@ def refit(seed_logs: list[Path], train_logs: list[Path], holdout_logs: list[Path
                        holdout_split="the pool's held-out results", extra=extra,
                        split=(np.concatenate([seed_k] + [own_k] * rep), val_idx), init=init)
         j = res.model.to_json()
-        if balance_units(start_json):  # the lineage keeps its balance units (it is widened once)
-            j.setdefault("training", {})["balance_units"] = balance_units(start_json)
+        if units := balance_units(base.training):  # the lineage keeps its balance units (it is widened once)
+            j.setdefault("training", {})["balance_units"] = units
         # the file's SHA-256 is the model's version: the same data and seed give the same version (no clock in it)
         for key in ("date", "seconds"):
             j.get("training", {}).pop(key, None)

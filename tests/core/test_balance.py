@@ -34,7 +34,7 @@ def test_the_widened_model_computes_the_same_function(D, player, head):
     m = _net(rng, F, D, player, head)
     wide = add_balance_units(m)
     n = 2 * F * D * (D - 1) // 2
-    assert wide is not None and balance_units(wide) == n
+    assert wide is not None and balance_units(wide["training"]) == n
     a, b = parse_engagement(m), parse_engagement(wide)
     assert len(b.head_layers[0].bias) == len(a.head_layers[0].bias) + n
     assert b.embed_dim == a.embed_dim + F
